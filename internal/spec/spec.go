@@ -1,0 +1,145 @@
+// Package spec decodes, validates and encodes space files (space.yaml): the
+// declaration of a study's search space, objective, trainer, sampler,
+// budget and backend.
+package spec
+
+import "time"
+
+// Spec is a validated space file. Decode fills in defaults, so every field
+// holds the value in force.
+type Spec struct {
+	// Name identifies the study; running the same space file again resumes it.
+	Name      string
+	Objective Objective
+	// Params in declaration order; samplers rely on this order.
+	Params  []Param
+	Trainer Trainer
+	Sampler Sampler
+	// MaxTrials is how many trials the study runs. Required.
+	MaxTrials int
+	// MaxConcurrency is how many trials run at once. Defaults to 1.
+	MaxConcurrency int
+	Budget         Budget
+	Backend        Backend
+}
+
+// Goal is the direction of optimisation.
+type Goal string
+
+const (
+	Minimize Goal = "minimize"
+	Maximize Goal = "maximize"
+)
+
+// Objective names the metric the study optimises.
+type Objective struct {
+	// Metric is the name of a metric the trainer reports, e.g. "val_accuracy".
+	Metric string
+	Goal   Goal
+}
+
+// ParamType is the kind of a parameter.
+type ParamType string
+
+const (
+	Float       ParamType = "float"
+	Int         ParamType = "int"
+	Categorical ParamType = "categorical"
+	Constant    ParamType = "constant"
+)
+
+// Param declares one parameter of the space.
+type Param struct {
+	Name string
+	Type ParamType
+	// Min and Max bound float and int parameters (inclusive). For int
+	// parameters they hold whole numbers.
+	Min, Max float64
+	// Log samples on a log scale; requires Min > 0.
+	Log bool
+	// Step is the spacing of an int parameter's values from Min (default 1).
+	Step int64
+	// Values are a categorical parameter's choices: string, int64, float64
+	// or bool.
+	Values []any
+	// Value is a constant parameter's value: string, int64, float64 or bool.
+	Value any
+	// Points are explicit grid points of a float parameter (the grid
+	// sampler needs them; other samplers ignore them).
+	Points []float64
+	// When makes the parameter active only when every condition holds.
+	When []Condition
+}
+
+// Condition holds when parameter Param has one of Values.
+type Condition struct {
+	Param  string
+	Values []any
+}
+
+// Trainer says what a trial runs: a built-in workload or a command.
+type Trainer struct {
+	// Builtin names a built-in workload, e.g. "digits-mlp".
+	Builtin string
+	// Command is the program and its arguments, e.g. ["python3", "train.py"].
+	Command []string
+	Env     map[string]string
+	// Dir is the command's working directory. Relative paths are resolved
+	// against the space file's directory; defaults to that directory.
+	Dir string
+	// Timeout bounds one trial run. Defaults to 1 hour.
+	Timeout time.Duration
+}
+
+// SamplerType names a sampler.
+type SamplerType string
+
+const (
+	Random SamplerType = "random"
+	Grid   SamplerType = "grid"
+	Sobol  SamplerType = "sobol"
+)
+
+// Sampler chooses how trials' parameters are proposed.
+type Sampler struct {
+	// Type defaults to random.
+	Type SamplerType
+	// Seed makes the search reproducible. Defaults to 0.
+	Seed int64
+}
+
+// Budget limits a study. Zero means no limit.
+type Budget struct {
+	MaxWall    time.Duration
+	MaxCostUSD float64
+}
+
+// BackendType names where trials run.
+type BackendType string
+
+const (
+	Local BackendType = "local"
+)
+
+// Backend says where trials run and what their compute costs.
+type Backend struct {
+	// Type defaults to local.
+	Type BackendType
+	// MemoryMB is the memory size billed per trial. Defaults to 1024.
+	MemoryMB int
+	// PricePerGBSecond defaults to the AWS Lambda arm64 list price,
+	// 0.0000133334 USD.
+	PricePerGBSecond float64
+	// PricePerRequest defaults to the AWS Lambda list price, 0.0000002 USD
+	// (0.20 USD per million requests).
+	PricePerRequest float64
+}
+
+// Defaults, documented on the fields above.
+const (
+	DefaultMemoryMB         = 1024
+	DefaultPricePerGBSecond = 0.0000133334
+	DefaultPricePerRequest  = 0.20 / 1e6
+	DefaultTimeout          = time.Hour
+	DefaultMaxConcurrency   = 1
+)
