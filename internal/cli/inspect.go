@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hpsearch/hpsearch/internal/coordinator"
+	"github.com/hpsearch/hpsearch/internal/hptype"
+	"github.com/hpsearch/hpsearch/internal/spec"
+)
+
+// withState runs fn on the state directory, which must exist: inspecting
+// creates nothing.
+func (g *globals) withState(fn func(*stateView) error) error {
+	if _, err := os.Stat(filepath.Join(g.stateDir, "state.db")); errors.Is(err, os.ErrNotExist) {
+		return &exitError{code: ExitFailed, err: fmt.Errorf("no studies in %s (no state.db); run a study first, or pass --state DIR", g.stateDir)}
+	}
+	st, err := g.openState()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(&stateView{st: st.Store})
+}
+
+type stateView struct {
+	st interface {
+		GetStudy(context.Context, string) (*hptype.Study, error)
+		ListStudies(context.Context) ([]*hptype.Study, error)
+		ListTrials(context.Context, string) ([]*hptype.Trial, error)
+	}
+}
+
+// studyInfo is a study with its decoded spec, trials and progress.
+type studyInfo struct {
+	Study    *hptype.Study        `json:"study"`
+	Spec     *spec.Spec           `json:"-"`
+	Trials   []*hptype.Trial      `json:"-"`
+	Progress coordinator.Progress `json:"progress"`
+}
+
+func (v *stateView) load(ctx context.Context, st *hptype.Study) (*studyInfo, error) {
+	sp, err := spec.Decode(st.Name+".yaml (stored)", st.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("decode the stored space of study %q: %w", st.Name, err)
+	}
+	trials, err := v.st.ListTrials(ctx, st.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &studyInfo{Study: st, Spec: sp, Trials: trials, Progress: coordinator.Summarize(sp.Objective, sp.MaxTrials, st.ElapsedSeconds, trials)}, nil
+}
+
+func (v *stateView) study(ctx context.Context, name string) (*studyInfo, error) {
+	st, err := v.st.GetStudy(ctx, name)
+	if errors.Is(err, hptype.ErrNotFound) {
+		return nil, usageError(fmt.Errorf("no study named %q; `hpsearch studies` lists them", name))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v.load(ctx, st)
+}
+
+func newStudiesCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "studies",
+		Short: "List the studies in the state directory",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withState(func(v *stateView) error {
+				ctx := cmd.Context()
+				list, err := v.st.ListStudies(ctx)
+				if err != nil {
+					return err
+				}
+				infos := make([]*studyInfo, 0, len(list))
+				for _, st := range list {
+					info, err := v.load(ctx, st)
+					if err != nil {
+						return err
+					}
+					infos = append(infos, info)
+				}
+				if asJSON {
+					return writeJSON(g.stdout, infos)
+				}
+				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "STUDY\tSTATE\tTRIALS\tFAILED\tBEST\tCOST\tWALL\tCREATED")
+				for _, in := range infos {
+					p := in.Progress
+					best := "-"
+					if p.Best != nil {
+						best = fmt.Sprintf("%s=%.4f (#%d)", in.Spec.Objective.Metric, *p.Best.Value, p.Best.Number)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d\t%s\t$%.6f\t%s\t%s\n", in.Study.Name, in.Study.State, p.Completed, p.MaxTrials, p.Failed, best, p.CostUSD, formatDuration(in.Study.ElapsedSeconds), in.Study.CreatedAt.Local().Format("2006-01-02 15:04"))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newTrialsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "trials STUDY",
+		Short: "List a study's trials",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withState(func(v *stateView) error {
+				in, err := v.study(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.stdout, in.Trials)
+				}
+				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintf(tw, "TRIAL\tSTATE\t%s\tATTEMPTS\tWALL\tCOST\tPARAMS\n", in.Spec.Objective.Metric)
+				for _, t := range in.Trials {
+					value := "-"
+					if t.Value != nil {
+						value = strconv.FormatFloat(*t.Value, 'f', 4, 64)
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t$%.6f\t%s\n", t.Number, t.State, value, len(t.Attempts), formatDuration(t.WallSeconds()), t.CostUSD(), formatParams(in.Spec, t.Params))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newBestCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "best STUDY",
+		Short: "Show a study's best trial",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withState(func(v *stateView) error {
+				in, err := v.study(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				best := in.Progress.Best
+				if best == nil {
+					return &exitError{code: ExitFailed, err: fmt.Errorf("study %q has no completed trial yet", in.Study.Name)}
+				}
+				if asJSON {
+					return writeJSON(g.stdout, best)
+				}
+				fmt.Fprintf(g.stdout, "trial %d: %s = %.6g (%s)\n", best.Number, in.Spec.Objective.Metric, *best.Value, in.Spec.Objective.Goal)
+				for _, d := range in.Spec.Params {
+					if val, ok := best.Params[d.Name]; ok {
+						fmt.Fprintf(g.stdout, "  %-20s %s\n", d.Name, formatValue(val))
+					}
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

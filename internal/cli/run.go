@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hpsearch/hpsearch/internal/coordinator"
+	"github.com/hpsearch/hpsearch/internal/executor/local"
+	"github.com/hpsearch/hpsearch/internal/hptype"
+	"github.com/hpsearch/hpsearch/internal/spec"
+)
+
+func newRunCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run SPACE.yaml",
+		Short: "Run a study, or resume it",
+		Long: `Run the study a space file declares, on the embedded default: state in the
+state directory, trials as local trainer processes.
+
+On a terminal it shows live progress; otherwise it prints a line per event;
+with --json it prints one JSON event per line. At the end it prints the best
+trial and a summary.
+
+Ctrl-C stops cleanly: running trials are stopped and recorded as
+interrupted. Running the same command again resumes the study where it
+stopped, also after a crash: completed trials are not run again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.run(cmd.Context(), args[0], asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print events as JSON lines")
+	return cmd
+}
+
+func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
+	sp, err := spec.Load(path)
+	if err != nil {
+		return usageError(err)
+	}
+	specDir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return usageError(err)
+	}
+	exec, err := local.New(local.Config{})
+	if err != nil {
+		return err
+	}
+	st, err := g.openState()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	q, err := st.Queue(sp.Name)
+	if err != nil {
+		return &exitError{code: ExitFailed, err: err}
+	}
+	defer q.Close()
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// After the first signal, a second one ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+
+	view := newView(g.stdout, sp, asJSON)
+	defer view.close()
+	res, err := coordinator.Run(ctx, coordinator.Config{
+		Spec:        sp,
+		SpecDir:     specDir,
+		Store:       st.Store,
+		Queue:       q,
+		Executor:    exec,
+		LogDir:      st.LogDir,
+		Logger:      newLogger(g.stderr),
+		OnEvent:     view.event,
+		MaxAttempts: queueConfig.MaxAttempts,
+	})
+	if errors.Is(err, coordinator.ErrSearchChanged) {
+		return usageError(err)
+	}
+	if err != nil {
+		return &exitError{code: ExitFailed, err: err}
+	}
+	view.close()
+	if !asJSON {
+		printSummary(g.stdout, sp, res, st.LogDir)
+	}
+	switch res.Study.State {
+	case hptype.StudyStopped:
+		return &exitError{code: ExitInterrupted, err: fmt.Errorf("study %q stopped; run the same command again to resume it", sp.Name)}
+	case hptype.StudyFailed:
+		return &exitError{code: ExitFailed, err: fmt.Errorf("study %q failed: %s; see the trial logs in %s", sp.Name, res.Reason, filepath.Join(st.LogDir, sp.Name))}
+	case hptype.StudyBudgetExhausted:
+		if res.Progress.Best == nil {
+			return &exitError{code: ExitFailed, err: fmt.Errorf("study %q spent its budget with no completed trial", sp.Name)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/hpsearch/hpsearch/internal/coordinator"
+	"github.com/hpsearch/hpsearch/internal/hptype"
+	"github.com/hpsearch/hpsearch/internal/spec"
+)
+
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// view shows a run's events: a live status line on a terminal, a line per
+// event otherwise, or JSON lines.
+type view struct {
+	mu     sync.Mutex
+	w      io.Writer
+	sp     *spec.Spec
+	json   bool
+	tty    bool
+	last   coordinator.Progress
+	since  time.Time // when last was received
+	drawn  bool
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newView(w io.Writer, sp *spec.Spec, asJSON bool) *view {
+	v := &view{w: w, sp: sp, json: asJSON, done: make(chan struct{})}
+	if f, ok := w.(*os.File); ok && !asJSON && term.IsTerminal(int(f.Fd())) {
+		v.tty = true
+		go v.redraw()
+	}
+	return v
+}
+
+func (v *view) redraw() {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-v.done:
+			return
+		case <-tick.C:
+			v.mu.Lock()
+			if !v.since.IsZero() {
+				v.status()
+			}
+			v.mu.Unlock()
+		}
+	}
+}
+
+func (v *view) close() {
+	v.closed.Do(func() {
+		close(v.done)
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if v.drawn {
+			fmt.Fprint(v.w, "\r\033[K")
+			v.drawn = false
+		}
+	})
+}
+
+func (v *view) event(e coordinator.Event) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.last, v.since = e.Progress, time.Now()
+	if v.json {
+		b, err := json.Marshal(e)
+		if err == nil {
+			fmt.Fprintln(v.w, string(b))
+		}
+		return
+	}
+	line := v.describe(e)
+	if v.tty {
+		if v.drawn {
+			fmt.Fprint(v.w, "\r\033[K")
+		}
+		if line != "" {
+			fmt.Fprintln(v.w, line)
+		}
+		v.status()
+		return
+	}
+	if line != "" {
+		fmt.Fprintf(v.w, "%s %s\n", e.Time.Local().Format("15:04:05"), line)
+	}
+}
+
+// status draws the live status line.
+func (v *view) status() {
+	p := v.last
+	elapsed := p.ElapsedSeconds + time.Since(v.since).Seconds()
+	fmt.Fprintf(v.w, "\r\033[K%s", statusLine(v.sp, p, elapsed))
+	v.drawn = true
+}
+
+func statusLine(sp *spec.Spec, p coordinator.Progress, elapsed float64) string {
+	s := fmt.Sprintf("trials %d/%d done, %d running, %d failed", p.Completed, p.MaxTrials, p.Running, p.Failed)
+	if p.Best != nil {
+		s += fmt.Sprintf(" | best %s %.4f (trial %d)", sp.Objective.Metric, *p.Best.Value, p.Best.Number)
+	}
+	return s + fmt.Sprintf(" | %s | $%.6f", formatDuration(elapsed), p.CostUSD)
+}
+
+func (v *view) describe(e coordinator.Event) string {
+	t := e.Trial
+	switch e.Kind {
+	case coordinator.StudyStarted:
+		p := e.Progress
+		if p.Created > 0 {
+			return fmt.Sprintf("resuming study %s: %d/%d trials done", e.Study, p.Completed+p.Failed, p.MaxTrials)
+		}
+		return fmt.Sprintf("study %s: %d trials, %d at a time, %s sampler, %s %s", e.Study, p.MaxTrials, v.sp.MaxConcurrency, v.sp.Sampler.Type, v.sp.Objective.Goal, v.sp.Objective.Metric)
+	case coordinator.TrialStarted:
+		if v.tty {
+			return ""
+		}
+		return fmt.Sprintf("trial %d started (attempt %d): %s", t.Number, len(t.Attempts), formatParams(v.sp, t.Params))
+	case coordinator.TrialCompleted:
+		mark := "  "
+		if e.Progress.Best != nil && e.Progress.Best.Number == t.Number {
+			mark = "* "
+		}
+		return fmt.Sprintf("%strial %d completed: %s=%.4f in %s: %s", mark, t.Number, v.sp.Objective.Metric, *t.Value, formatDuration(t.WallSeconds()), formatParams(v.sp, t.Params))
+	case coordinator.TrialFailed:
+		return fmt.Sprintf("  trial %d failed: %s", t.Number, firstLine(t.Error))
+	case coordinator.TrialRetrying:
+		return fmt.Sprintf("  trial %d attempt %d did not finish, retrying: %s", t.Number, len(t.Attempts), firstLine(e.Message))
+	case coordinator.TrialInterrupted:
+		return fmt.Sprintf("  trial %d interrupted", t.Number)
+	case coordinator.StudyFinished:
+		if e.Message != "" {
+			return "study " + e.Study + " " + e.Message
+		}
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}
+
+// formatParams lists a trial's parameters in declaration order.
+func formatParams(sp *spec.Spec, p hptype.Params) string {
+	var parts []string
+	for _, d := range sp.Params {
+		v, ok := p[d.Name]
+		if !ok {
+			continue
+		}
+		parts = append(parts, d.Name+"="+formatValue(v))
+	}
+	return strings.Join(parts, " ")
+}
+
+func formatValue(v any) string {
+	switch x := v.(type) {
+	case float64:
+		return fmt.Sprintf("%.4g", x)
+	case string:
+		return x
+	}
+	return fmt.Sprint(v)
+}
+
+func formatDuration(sec float64) string {
+	d := time.Duration(sec * float64(time.Second))
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+func printSummary(w io.Writer, sp *spec.Spec, res *coordinator.Result, logDir string) {
+	p := res.Progress
+	fmt.Fprintln(w)
+	if p.Best != nil {
+		fmt.Fprintf(w, "Best trial: #%d  %s = %.6g (%s)\n", p.Best.Number, sp.Objective.Metric, *p.Best.Value, sp.Objective.Goal)
+		for _, d := range sp.Params {
+			if v, ok := p.Best.Params[d.Name]; ok {
+				fmt.Fprintf(w, "  %-20s %s\n", d.Name, formatValue(v))
+			}
+		}
+	} else {
+		fmt.Fprintln(w, "No trial completed.")
+	}
+	fmt.Fprintf(w, "\nStudy %s: %s\n", res.Study.Name, res.Study.State)
+	fmt.Fprintf(w, "  trials     %d completed, %d failed, %d interrupted, %d queued of %d\n", p.Completed, p.Failed, p.Interrupted, p.Queued, p.MaxTrials)
+	fmt.Fprintf(w, "  wall time  %s\n", formatDuration(res.Study.ElapsedSeconds))
+	fmt.Fprintf(w, "  cost       $%.6f (wasted on lost work: $%.6f; %s backend, %d MB)\n", p.CostUSD, p.WastedCostUSD, sp.Backend.Type, sp.Backend.MemoryMB)
+	fmt.Fprintf(w, "  logs       %s\n", logDir+"/"+res.Study.Name)
+	if res.Reason != "" {
+		fmt.Fprintf(w, "  stopped    %s\n", res.Reason)
+	}
+}

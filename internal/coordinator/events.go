@@ -1,0 +1,50 @@
+package coordinator
+
+import (
+	"time"
+
+	"github.com/hpsearch/hpsearch/internal/hptype"
+)
+
+// EventKind names what happened.
+type EventKind string
+
+const (
+	StudyStarted     EventKind = "study_started"
+	TrialStarted     EventKind = "trial_started"
+	TrialCompleted   EventKind = "trial_completed"
+	TrialFailed      EventKind = "trial_failed"
+	TrialRetrying    EventKind = "trial_retrying"
+	TrialInterrupted EventKind = "trial_interrupted"
+	StudyFinished    EventKind = "study_finished"
+)
+
+// Event is one change in a study, with the progress after it.
+type Event struct {
+	Time  time.Time `json:"time"`
+	Kind  EventKind `json:"kind"`
+	Study string    `json:"study"`
+	// Trial is a copy of the trial the event is about, if any.
+	Trial *hptype.Trial `json:"trial,omitempty"`
+	// Message explains the event (an error, a reason to stop).
+	Message  string   `json:"message,omitempty"`
+	Progress Progress `json:"progress"`
+}
+
+// Progress summarises a study at one moment.
+type Progress struct {
+	MaxTrials   int     `json:"max_trials"`
+	Created     int     `json:"created"`
+	Queued      int     `json:"queued"`
+	Running     int     `json:"running"`
+	Completed   int     `json:"completed"`
+	Failed      int     `json:"failed"`
+	Interrupted int     `json:"interrupted"`
+	CostUSD     float64 `json:"cost_usd"`
+	// WastedCostUSD is the cost of attempts whose work was lost (crashed,
+	// interrupted or retried).
+	WastedCostUSD  float64 `json:"wasted_cost_usd"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	// Best is the best completed trial so far, if any.
+	Best *hptype.Trial `json:"best,omitempty"`
+}
