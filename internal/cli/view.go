@@ -145,7 +145,7 @@ func (v *view) describe(e coordinator.Event) string {
 		return fmt.Sprintf("  trial %d interrupted", t.Number)
 	case coordinator.StudyFinished:
 		if e.Message != "" {
-			return "study " + e.Study + " " + e.Message
+			return "study " + e.Study + " ended: " + e.Message
 		}
 	}
 	return ""

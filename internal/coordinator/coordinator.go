@@ -257,7 +257,7 @@ func (c *coordinator) recover(ctx context.Context) error {
 			finishedTokens = append(finishedTokens, t.LeaseToken)
 		}
 		if t.State == hptype.TrialQueued {
-			if err := c.enqueue(ctx, t.Number); err != nil {
+			if err := c.requeue(ctx, t.Number); err != nil {
 				return err
 			}
 		}
@@ -271,6 +271,28 @@ func (c *coordinator) recover(ctx context.Context) error {
 	}
 	return nil
 }
+
+// requeue makes sure a queued trial's job can be leased: it enqueues the job
+// if it is missing, and gives back a lease that a previous coordinator took
+// but died before recording on the trial. Only one coordinator holds a study
+// at a time, so a lease under its owner name found now is a dead one's.
+func (c *coordinator) requeue(ctx context.Context, n int) error {
+	info, err := c.cfg.Queue.Get(ctx, c.jobID(n))
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		return c.enqueue(ctx, n)
+	case err != nil:
+		return fmt.Errorf("look up the job of trial %d: %w", n, err)
+	case info.State == queue.StateLeased && info.Owner == leaseOwner:
+		if err := c.cfg.Queue.Release(ctx, info.Token); err != nil && !errors.Is(err, queue.ErrLeaseLost) {
+			return fmt.Errorf("give back the job of trial %d: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// leaseOwner names the coordinator's leases in the queue.
+const leaseOwner = "coordinator"
 
 func (c *coordinator) jobID(n int) string { return fmt.Sprintf("%s/trial/%d", c.study.ID, n) }
 
@@ -308,13 +330,13 @@ func (c *coordinator) loop(ctx, wctx context.Context) (hptype.StudyState, string
 		}
 		select {
 		case <-ctx.Done():
-			reason := "stopped: " + context.Cause(ctx).Error()
+			reason := context.Cause(ctx).Error()
 			return hptype.StudyStopped, reason, c.stopAll(wctx, reason)
 		case o := <-c.results:
 			reason := ""
 			if ctx.Err() != nil {
 				// The segment ended because the study is stopping.
-				reason = "stopped: " + context.Cause(ctx).Error()
+				reason = context.Cause(ctx).Error()
 			}
 			if err := c.handle(wctx, o, reason); err != nil {
 				return "", "", c.abort(wctx, err)
@@ -381,7 +403,7 @@ func (c *coordinator) dispatch(ctx, wctx context.Context) error {
 	if queued == 0 {
 		return nil
 	}
-	leases, err := c.cfg.Queue.Lease(wctx, queue.LeaseParams{Max: min(free, queued), Visibility: c.cfg.Visibility, Owner: "coordinator"})
+	leases, err := c.cfg.Queue.Lease(wctx, queue.LeaseParams{Max: min(free, queued), Visibility: c.cfg.Visibility, Owner: leaseOwner})
 	if err != nil {
 		return fmt.Errorf("lease jobs: %w", err)
 	}

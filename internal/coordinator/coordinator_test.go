@@ -353,7 +353,8 @@ func TestRecoversFromADeadCoordinator(t *testing.T) {
 	sp := mustSpec(t, fmt.Sprintf(baseSpec, 4, 2))
 	ctx := context.Background()
 	// Lay out what a coordinator killed mid-run leaves: trial 0 completed,
-	// trial 1 running under a lease of an hour, trial 2 created but never
+	// trial 1 running under a lease of an hour, trial 2 leased for an hour
+	// but killed before the trial recorded it, trial 3 created but never
 	// queued.
 	if _, err := coordinator.Run(ctx, b.config(mustSpec(t, fmt.Sprintf(baseSpec, 1, 1)))); err != nil {
 		t.Fatal(err)
@@ -362,16 +363,18 @@ func TestRecoversFromADeadCoordinator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n := 1; n <= 2; n++ {
+	for n := 1; n <= 3; n++ {
 		if err := b.store.CreateTrial(ctx, &hptype.Trial{Study: st.ID, Number: n, State: hptype.TrialQueued, Params: hptype.Params{"lr": 0.5, "units": int64(8)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.queue.Enqueue(ctx, queue.Job{ID: st.ID + "/trial/1", Payload: []byte(fmt.Sprintf(`{"study":%q,"trial":1}`, st.ID))}); err != nil {
-		t.Fatal(err)
+	for n := 1; n <= 2; n++ {
+		if _, err := b.queue.Enqueue(ctx, queue.Job{ID: fmt.Sprintf("%s/trial/%d", st.ID, n), Payload: fmt.Appendf(nil, `{"study":%q,"trial":%d}`, st.ID, n)}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	leases, err := b.queue.Lease(ctx, queue.LeaseParams{Max: 1, Visibility: time.Hour})
-	if err != nil || len(leases) != 1 {
+	leases, err := b.queue.Lease(ctx, queue.LeaseParams{Max: 2, Visibility: time.Hour, Owner: "coordinator"})
+	if err != nil || len(leases) != 2 || leases[0].Job.ID != st.ID+"/trial/1" {
 		t.Fatalf("lease: %v %v", leases, err)
 	}
 	t1, _ := b.store.GetTrial(ctx, st.ID, 1)
@@ -381,7 +384,7 @@ func TestRecoversFromADeadCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The lease has an hour to run, so finishing quickly shows it was given
+	// The leases have an hour to run, so finishing shows they were given
 	// back rather than waited out.
 	res, err := coordinator.Run(ctx, b.config(sp))
 	if err != nil {
