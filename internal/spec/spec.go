@@ -21,6 +21,41 @@ type Spec struct {
 	MaxConcurrency int
 	Budget         Budget
 	Backend        Backend
+	Checkpoint     Checkpoint
+}
+
+// KeepPolicy says which checkpoints remain when a study ends.
+type KeepPolicy string
+
+const (
+	// KeepBest keeps the newest checkpoint of the best trial only.
+	KeepBest KeepPolicy = "best"
+	// KeepAll keeps every trial's retained checkpoints.
+	KeepAll KeepPolicy = "all"
+	// KeepNone deletes every checkpoint.
+	KeepNone KeepPolicy = "none"
+)
+
+// Checkpoint says where trials write checkpoints, how often, and what is
+// kept.
+type Checkpoint struct {
+	// Store is where checkpoints go: file:///path, a path, or
+	// s3://bucket/prefix. Defaults to the state directory's checkpoints
+	// folder.
+	Store string
+	// Every is the interval between checkpoints of a running segment.
+	// Defaults to 1 minute.
+	Every time.Duration
+	// Grace is how long before a segment's deadline the trainer stops to
+	// write its last checkpoint (a command gets SIGTERM then). Defaults to a
+	// tenth of backend.max_runtime, at most 10 seconds, or 10 seconds when
+	// there is no max_runtime.
+	Grace time.Duration
+	// KeepLast is how many of a trial's newest checkpoints are kept while
+	// it runs. Defaults to 2.
+	KeepLast int
+	// Keep decides what remains when the study ends. Defaults to best.
+	Keep KeepPolicy
 }
 
 // Goal is the direction of optimisation.
@@ -133,6 +168,10 @@ type Backend struct {
 	// PricePerRequest defaults to the AWS Lambda list price, 0.0000002 USD
 	// (0.20 USD per million requests).
 	PricePerRequest float64
+	// MaxRuntime bounds one segment: a trial that needs longer is trained
+	// in several segments, each resuming from the last checkpoint. Zero
+	// means no bound (the local default); AWS Lambda's is 15 minutes.
+	MaxRuntime time.Duration
 }
 
 // Defaults, documented on the fields above.
@@ -142,4 +181,19 @@ const (
 	DefaultPricePerRequest  = 0.20 / 1e6
 	DefaultTimeout          = time.Hour
 	DefaultMaxConcurrency   = 1
+	DefaultCheckpointEvery  = time.Minute
+	DefaultKeepLast         = 2
+	DefaultMaxGrace         = 10 * time.Second
 )
+
+// GraceOrDefault returns c.Grace, or its default for a backend with the
+// given max runtime.
+func (c Checkpoint) GraceOrDefault(maxRuntime time.Duration) time.Duration {
+	switch {
+	case c.Grace > 0:
+		return c.Grace
+	case maxRuntime > 0:
+		return min(maxRuntime/10, DefaultMaxGrace)
+	}
+	return DefaultMaxGrace
+}

@@ -1,0 +1,251 @@
+package spec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Encode writes s as a canonical space file: every field, defaults
+// included, keys in a fixed order and parameters in declaration order.
+// For a valid spec in the form Decode returns (defaults filled in, an empty
+// Env nil), decoding the result gives back s. Encode writes every field
+// that is set, even where it does not belong, and fails if the result does
+// not decode, so it fails for a spec that is not valid.
+func Encode(s *Spec) ([]byte, error) {
+	var w writer
+	w.search(s)
+	w.run(s)
+	if w.err != nil {
+		return nil, fmt.Errorf("spec: cannot encode: %w", w.err)
+	}
+	out := []byte(w.b.String())
+	if _, err := Decode("encoded spec", out); err != nil {
+		return nil, fmt.Errorf("spec: cannot encode an invalid spec:\n%w", err)
+	}
+	return out, nil
+}
+
+// SearchFingerprint is the hex SHA-256 of the canonical form of the parts
+// of s that decide which trials exist and what they mean: name, objective,
+// parameters, trainer and sampler. It leaves out what may change when a
+// study is resumed: max_trials, max_concurrency, budget, backend and
+// checkpoint.
+func (s *Spec) SearchFingerprint() string {
+	var w writer
+	w.b.WriteString("# hpsearch search fingerprint v1\n")
+	w.search(s)
+	sum := sha256.Sum256([]byte(w.b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// writer builds canonical YAML. It keeps the first value it cannot write.
+type writer struct {
+	b   strings.Builder
+	err error
+}
+
+// line writes "key: value" at an indentation level, or "key:" to open a
+// nested mapping when value is empty.
+func (w *writer) line(indent int, key, value string) {
+	w.b.WriteString(strings.Repeat("  ", indent))
+	w.b.WriteString(key)
+	w.b.WriteString(":")
+	if value != "" {
+		w.b.WriteString(" ")
+		w.b.WriteString(value)
+	}
+	w.b.WriteString("\n")
+}
+
+func (w *writer) fail(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf(format, args...)
+	}
+}
+
+// search writes the sections that SearchFingerprint covers.
+func (w *writer) search(s *Spec) {
+	w.line(0, "name", w.str(s.Name))
+	w.line(0, "objective", "")
+	w.line(1, "metric", w.str(s.Objective.Metric))
+	w.line(1, "goal", w.str(string(s.Objective.Goal)))
+	if len(s.Params) == 0 {
+		w.line(0, "parameters", "{}")
+	} else {
+		w.line(0, "parameters", "")
+	}
+	for i := range s.Params {
+		w.param(&s.Params[i])
+	}
+	w.trainer(&s.Trainer)
+	w.line(0, "sampler", "")
+	w.line(1, "type", w.str(string(s.Sampler.Type)))
+	w.line(1, "seed", strconv.FormatInt(s.Sampler.Seed, 10))
+}
+
+// run writes the sections that may change when a study is resumed.
+func (w *writer) run(s *Spec) {
+	w.line(0, "max_trials", strconv.Itoa(s.MaxTrials))
+	w.line(0, "max_concurrency", strconv.Itoa(s.MaxConcurrency))
+	w.line(0, "budget", "")
+	w.line(1, "max_wall", s.Budget.MaxWall.String())
+	w.line(1, "max_cost_usd", w.float(s.Budget.MaxCostUSD))
+	w.line(0, "backend", "")
+	w.line(1, "type", w.str(string(s.Backend.Type)))
+	w.line(1, "memory_mb", strconv.Itoa(s.Backend.MemoryMB))
+	w.line(1, "price_per_gb_second", w.float(s.Backend.PricePerGBSecond))
+	w.line(1, "price_per_request", w.float(s.Backend.PricePerRequest))
+	w.line(1, "max_runtime", s.Backend.MaxRuntime.String())
+	w.checkpoint(&s.Checkpoint)
+}
+
+func (w *writer) checkpoint(c *Checkpoint) {
+	w.line(0, "checkpoint", "")
+	if c.Store != "" {
+		w.line(1, "store", w.str(c.Store))
+	}
+	w.line(1, "every", c.Every.String())
+	w.line(1, "grace", c.Grace.String())
+	w.line(1, "keep_last", strconv.Itoa(c.KeepLast))
+	w.line(1, "keep", w.str(string(c.Keep)))
+}
+
+func (w *writer) param(p *Param) {
+	w.line(1, w.str(p.Name), "")
+	w.line(2, "type", w.str(string(p.Type)))
+	bounded := p.Type == Float || p.Type == Int
+	bound := w.float
+	if p.Type == Int {
+		bound = formatInt
+	}
+	if bounded || p.Min != 0 || p.Max != 0 {
+		w.line(2, "min", bound(p.Min))
+		w.line(2, "max", bound(p.Max))
+	}
+	if bounded || p.Log {
+		w.line(2, "log", strconv.FormatBool(p.Log))
+	}
+	if p.Type == Int || p.Step != 0 {
+		w.line(2, "step", strconv.FormatInt(p.Step, 10))
+	}
+	if len(p.Points) > 0 {
+		w.line(2, "points", flowList(p.Points, w.float))
+	}
+	if p.Type == Categorical || len(p.Values) > 0 {
+		w.line(2, "values", flowList(p.Values, w.scalar))
+	}
+	if p.Type == Constant || p.Value != nil {
+		w.line(2, "value", w.scalar(p.Value))
+	}
+	if len(p.When) > 0 {
+		w.line(2, "when", "")
+		for _, c := range p.When {
+			w.line(3, w.str(c.Param), flowList(c.Values, w.scalar))
+		}
+	}
+}
+
+func (w *writer) trainer(t *Trainer) {
+	w.line(0, "trainer", "")
+	command := len(t.Command) > 0
+	if t.Builtin != "" {
+		w.line(1, "builtin", w.str(t.Builtin))
+	}
+	if command {
+		w.line(1, "command", flowList(t.Command, w.str))
+	}
+	if command || len(t.Env) > 0 {
+		w.env(t.Env)
+	}
+	if command || t.Dir != "" {
+		w.line(1, "dir", w.str(t.Dir))
+	}
+	w.line(1, "timeout", t.Timeout.String())
+}
+
+func (w *writer) env(env map[string]string) {
+	if len(env) == 0 {
+		w.line(1, "env", "{}")
+		return
+	}
+	w.line(1, "env", "")
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		w.line(2, w.str(k), w.str(env[k]))
+	}
+}
+
+// scalar writes a parameter value so that it decodes to the same type.
+func (w *writer) scalar(v any) string {
+	switch x := v.(type) {
+	case string:
+		return w.str(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return w.float(x)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	w.fail("parameter value %v has type %T; use string, int64, float64 or bool", v, v)
+	return fmt.Sprintf("%T(%v)", v, v)
+}
+
+func (w *writer) float(f float64) string {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		w.fail("number %v is not finite", f)
+	}
+	return formatFloat(f)
+}
+
+// safePlain matches strings that YAML reads back as the same string
+// without quotes, unless they are numbers or reserved words.
+var safePlain = regexp.MustCompile(`^[A-Za-z_./][A-Za-z0-9_./-]*$`)
+
+var reservedWords = []string{"true", "false", "null", "yes", "no", "on", "off", "y", "n", ".inf", ".nan"}
+
+// str writes a string plain when that is safe and double-quoted otherwise.
+func (w *writer) str(s string) string {
+	if !utf8.ValidString(s) {
+		w.fail("string %q is not valid UTF-8", s)
+	}
+	if safePlain.MatchString(s) && !plainFloat.MatchString(s) && !slices.Contains(reservedWords, strings.ToLower(s)) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// formatFloat writes f exactly and so that it reads back as a float: 1 is
+// written 1.0.
+func formatFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if strings.ContainsAny(s, ".eEnN") {
+		return s
+	}
+	return s + ".0"
+}
+
+// formatInt writes a whole float64 as an integer.
+func formatInt(f float64) string {
+	return strconv.FormatFloat(f, 'f', -1, 64)
+}
+
+// flowList writes items as a YAML flow sequence: [a, b, c].
+func flowList[T any](items []T, format func(T) string) string {
+	parts := make([]string, len(items))
+	for i, it := range items {
+		parts[i] = format(it)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
