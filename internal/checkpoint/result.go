@@ -1,0 +1,65 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hpsearch/hpsearch/internal/blob"
+)
+
+// PutResult stores the result of an attempt of a segment (the trainer's
+// SegmentResult JSON) under prefix, next to the trial's checkpoints, so
+// that a coordinator that was down while the segment ran can reconcile it.
+// A result is written once: storing the same bytes again succeeds, other
+// bytes fail with an error wrapping blob.ErrExists.
+func (s *Store) PutResult(ctx context.Context, prefix string, segment, attempt int, result []byte) error {
+	if err := checkPrefix(prefix); err != nil {
+		return fmt.Errorf("checkpoint: put result: %w", err)
+	}
+	if err := checkAttempt(segment, attempt); err != nil {
+		return fmt.Errorf("checkpoint: put result under %s: %w", prefix, err)
+	}
+	if len(result) > maxDocBytes {
+		return fmt.Errorf("checkpoint: put the result of segment %d attempt %d under %s: %d bytes is more than the %d a result may hold",
+			segment, attempt, prefix, len(result), maxDocBytes)
+	}
+	key := resultKey(prefix, segment, attempt)
+	err := s.blobs.Put(ctx, key, bytes.NewReader(result), int64(len(result)), blob.PutOptions{IfNotExists: true})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, blob.ErrExists) {
+		return fmt.Errorf("checkpoint: put the result of segment %d attempt %d under %s: %w", segment, attempt, prefix, err)
+	}
+	old, err := s.readDoc(ctx, key)
+	if err != nil {
+		return fmt.Errorf("checkpoint: put the result of segment %d attempt %d under %s: it exists, and reading it to compare failed: %w", segment, attempt, prefix, err)
+	}
+	if !bytes.Equal(old, result) {
+		return fmt.Errorf("checkpoint: the result of segment %d attempt %d under %s already holds other bytes: %w (an attempt has one result; a second one is from a duplicate invocation)",
+			segment, attempt, prefix, blob.ErrExists)
+	}
+	return nil
+}
+
+// GetResult returns the result PutResult stored for an attempt of a
+// segment, or an error wrapping ErrNoResult (and so blob.ErrNotFound)
+// when there is none.
+func (s *Store) GetResult(ctx context.Context, prefix string, segment, attempt int) ([]byte, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("checkpoint: get result: %w", err)
+	}
+	if err := checkAttempt(segment, attempt); err != nil {
+		return nil, fmt.Errorf("checkpoint: get result under %s: %w", prefix, err)
+	}
+	data, err := s.readDoc(ctx, resultKey(prefix, segment, attempt))
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("checkpoint: segment %d attempt %d under %s in %s: %w", segment, attempt, prefix, s.blobs.URI(), ErrNoResult)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: get the result of segment %d attempt %d under %s: %w", segment, attempt, prefix, err)
+	}
+	return data, nil
+}
