@@ -1,9 +1,17 @@
-// Package command runs a user's command as a trial: typically
-// `python3 train.py`. It hands the command its parameters as a JSON file and
-// as environment variables, reads metrics from the JSON lines it prints on
-// stdout, passes everything else it prints to the trial's log, and stops it
-// at the trial's deadline: SIGTERM a grace period before, so that it can save
-// its work, and SIGKILL at the deadline.
+// Package command runs a user's command as one segment of a trial:
+// typically `python3 train.py`. It hands the command its parameters as a JSON
+// file and as environment variables, a checkpoint directory to resume from
+// and save into, and the resource (e.g. epoch) to train up to; it reads
+// metrics from the JSON lines the command prints on stdout, passes everything
+// else it prints to the trial's log, and stops it at the segment's deadline:
+// SIGTERM a grace period before, so that it can save its work, and SIGKILL at
+// the deadline.
+//
+// Run's error says how the command ended: nil when it exited with status 0
+// on its own, an error wrapping ErrSuspended when it stopped cleanly after
+// SIGTERM (so that what it saved can be resumed), ErrTimeout when it was
+// killed at the deadline or failed after SIGTERM, and a plain error when it
+// failed by itself.
 //
 // The command runs in a process group of its own, and every signal goes to
 // the whole group, so the processes it starts stop with it. The package
@@ -18,8 +26,10 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +54,22 @@ const (
 	EnvAttempt     = "HPSEARCH_ATTEMPT"
 	// EnvSeed is the seed the command should use to be reproducible.
 	EnvSeed = "HPSEARCH_SEED"
+	// EnvCheckpointDir is the absolute path of Inputs.CheckpointDir: the
+	// command resumes from what it finds there and saves its state there.
+	// Absent when Inputs.CheckpointDir is empty.
+	EnvCheckpointDir = "HPSEARCH_CHECKPOINT_DIR"
+	// EnvResourceTarget is Inputs.Target, the resource (e.g. epoch) to train
+	// up to in this segment, as a decimal number. Absent when the target is 0.
+	EnvResourceTarget = "HPSEARCH_RESOURCE_TARGET"
+	// EnvCheckpointEvery is Inputs.CheckpointEvery in seconds, as a decimal
+	// number that may have a fraction ("2", "0.5"). Absent when it is 0.
+	EnvCheckpointEvery = "HPSEARCH_CHECKPOINT_EVERY"
 )
+
+// optionalEnv are the variables that Run sets only when their input is set.
+// Run removes them from the environment it passes on otherwise, so that a
+// value the trainer inherited cannot pass for one of its own.
+var optionalEnv = []string{EnvCheckpointDir, EnvResourceTarget, EnvCheckpointEvery}
 
 // DefaultGrace is how long before the deadline the command gets SIGTERM
 // when Inputs.Grace is not set.
@@ -54,9 +79,23 @@ const DefaultGrace = 5 * time.Second
 // processes it left behind to close its stdout and stderr.
 const waitDelay = time.Second
 
-// ErrTimeout is wrapped by the error Run returns when the command was stopped
-// because it reached its deadline.
+// ErrTimeout is wrapped by the error Run returns when the command reached
+// its deadline without stopping cleanly: it got SIGKILL there, or it exited
+// with a failure status after the SIGTERM before it. What it saved after its
+// last good checkpoint cannot be trusted.
 var ErrTimeout = errors.New("exceeded the trial timeout")
+
+// ErrSuspended is wrapped by the error Run returns when the command stopped
+// cleanly after Run's SIGTERM, the one a grace period before the deadline or
+// the one on cancellation: it exited with status 0 or 143 (128 + SIGTERM,
+// as shells report it), or was ended by the SIGTERM itself, before SIGKILL.
+// It had its chance to save its state into the checkpoint directory, and the
+// trial can be resumed from there. When ctx was cancelled the error wraps
+// ctx.Err() as well.
+//
+// A command that finished its work just as the SIGTERM came is reported as
+// suspended too; resumed, it finds its target reached.
+var ErrSuspended = errors.New("suspended")
 
 // Inputs are what one run of the command receives besides the workload.
 type Inputs struct {
@@ -75,6 +114,20 @@ type Inputs struct {
 	// gets SIGKILL at the deadline. On cancellation it gets SIGTERM at once
 	// and SIGKILL Grace later. Zero or negative means DefaultGrace.
 	Grace time.Duration
+	// CheckpointDir, when set, is an existing local directory into which the
+	// caller has restored the trial's latest checkpoint, if it has one. The
+	// command gets its absolute path as HPSEARCH_CHECKPOINT_DIR, resumes from
+	// what it finds there and saves there; the caller uploads its contents
+	// after Run returns.
+	CheckpointDir string
+	// Target is the resource (e.g. epoch) the command should train up to in
+	// this segment, passed as HPSEARCH_RESOURCE_TARGET; 0 passes nothing and
+	// leaves the command to its own end. It must be finite and >= 0.
+	Target float64
+	// CheckpointEvery is how often the command should save its state into
+	// CheckpointDir while it runs, passed in seconds as
+	// HPSEARCH_CHECKPOINT_EVERY; 0 passes nothing. It must be >= 0.
+	CheckpointEvery time.Duration
 }
 
 // Run runs the command w.Command in w.Dir with the parameters in p and calls
@@ -90,9 +143,20 @@ type Inputs struct {
 // Step is the number of report lines so far, counting from 1. Other fields
 // are ignored, and other lines go to p.Log.
 //
-// Run returns an error wrapping ErrTimeout when the command was stopped at
-// its deadline, one wrapping ctx.Err() when ctx was cancelled, and one with
-// the exit status and the end of stderr when the command failed.
+// Run tells how the command ended by its error:
+//
+//   - nil: it exited with status 0 before any signal from Run; the segment
+//     is complete.
+//   - wrapping ErrSuspended: it stopped cleanly after Run's SIGTERM (see
+//     ErrSuspended), at the deadline or on cancellation; on cancellation the
+//     error wraps ctx.Err() as well. The segment can be resumed from what the
+//     command saved.
+//   - wrapping ErrTimeout: it got SIGKILL at the deadline, or exited with a
+//     failure status after the SIGTERM before it.
+//   - wrapping ctx.Err(), not ErrSuspended: ctx was cancelled and the command
+//     got SIGKILL Grace after SIGTERM, or exited with a failure status.
+//   - otherwise: the command did not start, or failed on its own; the error
+//     gives the exit status and the end of its stderr.
 func Run(ctx context.Context, w hptype.Workload, p Inputs, report func(hptype.Metric)) error {
 	if len(w.Command) == 0 || w.Command[0] == "" {
 		return errors.New("command workload: the command is empty; set trainer.command in the space file, e.g. [python3, train.py]")
@@ -103,6 +167,9 @@ func Run(ctx context.Context, w hptype.Workload, p Inputs, report func(hptype.Me
 	}
 	dir, err := workDir(w.Dir)
 	if err != nil {
+		return err
+	}
+	if p, err = checkInputs(p); err != nil {
 		return err
 	}
 	paramsFile, err := writeParams(p.Params)
@@ -146,30 +213,39 @@ func Run(ctx context.Context, w hptype.Workload, p Inputs, report func(hptype.Me
 	signalGroup(pgid, syscall.SIGKILL)
 	stdout.flush()
 
+	if errors.Is(waitErr, exec.ErrWaitDelay) {
+		// It exited successfully but left a process holding its output,
+		// which the group kill above has ended.
+		fmt.Fprintf(log, "hpsearch: command %q exited but processes it started kept its output open for %v; they were killed\n", name, waitDelay)
+	}
+	ended := describeExit(cmd.ProcessState)
+	deadline, _ := ctx.Deadline()
+	at := deadline.Format(time.RFC3339)
 	switch {
-	case st.timeout:
-		deadline, _ := ctx.Deadline()
-		at := deadline.Format(time.RFC3339)
+	case st.termed && stoppedCleanly(cmd.ProcessState):
+		if st.cancelled {
+			return fmt.Errorf("command %q %w because the trial was cancelled: it got SIGTERM and %s: %w", name, ErrSuspended, ended, ctx.Err())
+		}
+		return fmt.Errorf("command %q %w at the deadline: it got SIGTERM %v before the deadline (%s) and %s",
+			name, ErrSuspended, st.termLead, at, ended)
+	case st.deadline:
 		how := fmt.Sprintf("it got SIGKILL at the deadline (%s)", at)
 		switch {
 		case st.termed && st.killed:
 			how = fmt.Sprintf("it got SIGTERM %v before the deadline (%s) and SIGKILL at it", st.termLead, at)
 		case st.termed:
-			how = fmt.Sprintf("it got SIGTERM %v before the deadline (%s) and exited", st.termLead, at)
+			how = fmt.Sprintf("it got SIGTERM %v before the deadline (%s) and %s, which is not a clean stop (that is exit status 0 or 143, or death by SIGTERM); make it save and exit 0 on SIGTERM",
+				st.termLead, at, ended)
 		}
 		return fmt.Errorf("command %q %w: %s; raise trainer.timeout in the space file or make the trial shorter%s",
 			name, ErrTimeout, how, stderr.describe())
 	case st.cancelled:
-		how := "exited on SIGTERM"
+		how := "it " + ended + " after SIGTERM"
 		if st.killed {
-			how = fmt.Sprintf("got SIGKILL after not exiting within %v of SIGTERM", grace)
+			how = fmt.Sprintf("it got SIGKILL after not exiting within %v of SIGTERM", grace)
 		}
-		return fmt.Errorf("command %q stopped because the trial was cancelled (it %s): %w", name, how, ctx.Err())
-	case errors.Is(waitErr, exec.ErrWaitDelay):
-		// It exited successfully but left a process holding its output,
-		// which the group kill above has ended.
-		fmt.Fprintf(log, "hpsearch: command %q exited but processes it started kept its output open for %v; they were killed\n", name, waitDelay)
-	case waitErr != nil:
+		return fmt.Errorf("command %q stopped because the trial was cancelled (%s): %w", name, how, ctx.Err())
+	case waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay):
 		var exit *exec.ExitError
 		if errors.As(waitErr, &exit) {
 			return fmt.Errorf("command %q in %s failed (%s)%s%s", name, dir, exit.ProcessState, exitHint(exit), stderr.describe())
@@ -181,10 +257,10 @@ func Run(ctx context.Context, w hptype.Workload, p Inputs, report func(hptype.Me
 
 // stop records how supervise stopped the command.
 type stop struct {
-	timeout   bool          // it reached the deadline or the grace period before it
-	termed    bool          // it got SIGTERM before the deadline
-	termLead  time.Duration // how long before the deadline
-	cancelled bool          // ctx was cancelled before the deadline
+	termed    bool          // it got SIGTERM, for the deadline or on cancellation
+	termLead  time.Duration // for the deadline's SIGTERM: how long before the deadline
+	deadline  bool          // it reached the deadline or the grace period before it
+	cancelled bool          // ctx was cancelled before the deadline's SIGTERM
 	killed    bool          // it got SIGKILL from us
 }
 
@@ -208,17 +284,17 @@ func supervise(ctx context.Context, pgid int, grace time.Duration, exited <-chan
 			return st
 		case <-term:
 			term = nil
-			st.timeout, st.termed, st.termLead = true, true, lead
+			st.deadline, st.termed, st.termLead = true, true, lead
 			signalGroup(pgid, syscall.SIGTERM)
 		case <-done:
 			done, term = nil, nil
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				st.timeout, st.killed = true, true
+				st.deadline, st.killed = true, true
 				signalGroup(pgid, syscall.SIGKILL)
 				continue
 			}
-			if !st.timeout {
-				st.cancelled = true
+			if !st.deadline {
+				st.cancelled, st.termed = true, true
 				signalGroup(pgid, syscall.SIGTERM)
 			}
 			t := time.NewTimer(grace)
@@ -230,6 +306,33 @@ func supervise(ctx context.Context, pgid int, grace time.Duration, exited <-chan
 			signalGroup(pgid, syscall.SIGKILL)
 		}
 	}
+}
+
+// checkInputs checks the segment's inputs and returns them with
+// CheckpointDir made absolute, since the command runs in another directory.
+func checkInputs(p Inputs) (Inputs, error) {
+	if math.IsNaN(p.Target) || math.IsInf(p.Target, 0) || p.Target < 0 {
+		return p, fmt.Errorf("command workload: resource target %v is not a finite number >= 0; the coordinator sent a bad segment request", p.Target)
+	}
+	if p.CheckpointEvery < 0 {
+		return p, fmt.Errorf("command workload: checkpoint interval %v is negative; give 0 for none", p.CheckpointEvery)
+	}
+	if p.CheckpointDir == "" {
+		return p, nil
+	}
+	dir, err := filepath.Abs(p.CheckpointDir)
+	if err != nil {
+		return p, fmt.Errorf("command workload: checkpoint directory %s: %w", p.CheckpointDir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return p, fmt.Errorf("command workload: checkpoint directory: %w; the trainer must create it (and restore the checkpoint into it) before it runs the command", err)
+	}
+	if !fi.IsDir() {
+		return p, fmt.Errorf("command workload: checkpoint directory %s is not a directory", dir)
+	}
+	p.CheckpointDir = dir
+	return p, nil
 }
 
 // workDir checks the command's working directory and returns it in a form
@@ -290,10 +393,14 @@ func writeParams(params hptype.Params) (string, error) {
 	return f.Name(), nil
 }
 
-// environment returns the command's environment: the trainer's own, then
-// the workload's, then hpsearch's variables. Later entries win.
+// environment returns the command's environment: the trainer's own, less
+// the optionalEnv variables, then the workload's, then hpsearch's variables.
+// Later entries win.
 func environment(extra map[string]string, p Inputs, paramsFile string) ([]string, error) {
-	env := os.Environ()
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(optionalEnv, k)
+	})
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, fmt.Errorf("command workload: environment variable name %q is not valid; fix trainer.env in the space file", k)
@@ -307,6 +414,15 @@ func environment(extra map[string]string, p Inputs, paramsFile string) ([]string
 		EnvAttempt+"="+strconv.Itoa(p.Attempt),
 		EnvSeed+"="+strconv.FormatInt(p.Seed, 10),
 	)
+	if p.CheckpointDir != "" {
+		env = append(env, EnvCheckpointDir+"="+p.CheckpointDir)
+	}
+	if p.Target > 0 {
+		env = append(env, EnvResourceTarget+"="+strconv.FormatFloat(p.Target, 'g', -1, 64))
+	}
+	if p.CheckpointEvery > 0 {
+		env = append(env, EnvCheckpointEvery+"="+strconv.FormatFloat(p.CheckpointEvery.Seconds(), 'g', -1, 64))
+	}
 	from := map[string]string{} // variable name → parameter name
 	for _, name := range slices.Sorted(maps.Keys(p.Params)) {
 		key := ParamEnvName(name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -280,6 +281,11 @@ pwd -P > pwd.txt
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("params file = %v, want %v", got, want)
 	}
+	for _, k := range optionalEnv {
+		if v, ok := env[k]; ok {
+			t.Errorf("env %s = %q, want it absent when its input is not set", k, v)
+		}
+	}
 	if _, err := os.Stat(env[EnvParamsFile]); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("params file %s after Run: %v, want it removed", env[EnvParamsFile], err)
 	}
@@ -418,21 +424,24 @@ func TestStartErrors(t *testing.T) {
 	}
 }
 
-func TestTimeoutSendsTermBeforeDeadline(t *testing.T) {
+func TestSuspendedAtDeadline(t *testing.T) {
 	t.Parallel()
 	w := script(t, `
-trap 'echo "got TERM, saving" >&2; echo "{\"saved\": 1}"; exit 0' TERM
+trap 'echo "got TERM, saving" >&2; echo "{\"saved\": 1}"; echo "epoch 3" > "$HPSEARCH_CHECKPOINT_DIR/state"; exit 0' TERM
 echo ready >&2
 while :; do sleep 0.05; done
 `)
+	ckpt := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	r := run(t, ctx, w, Inputs{})
-	if !errors.Is(r.err, ErrTimeout) {
-		t.Fatalf("Run = %v, want ErrTimeout", r.err)
+	r := run(t, ctx, w, Inputs{CheckpointDir: ckpt})
+	if !errors.Is(r.err, ErrSuspended) || errors.Is(r.err, ErrTimeout) || errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("Run = %v, want ErrSuspended only", r.err)
 	}
-	if msg := r.err.Error(); !strings.Contains(msg, "got SIGTERM 300ms before the deadline") || !strings.Contains(msg, "and exited") || !strings.Contains(msg, "trainer.timeout") {
-		t.Errorf("error %q does not say it got SIGTERM before the deadline and exited", msg)
+	for _, want := range []string{`command "sh run.sh" suspended at the deadline`, "got SIGTERM 300ms before the deadline", "and exited (exit status 0)"} {
+		if !strings.Contains(r.err.Error(), want) {
+			t.Errorf("error %q does not contain %q", r.err, want)
+		}
 	}
 	if !strings.Contains(r.log.String(), "got TERM, saving") {
 		t.Errorf("log %q lacks the script's TERM handler output", r.log)
@@ -440,8 +449,46 @@ while :; do sleep 0.05; done
 	if want := []hptype.Metric{{Step: 1, Name: "saved", Value: 1}}; !reflect.DeepEqual(r.metrics, want) {
 		t.Errorf("metrics = %v, want %v reported from the TERM handler", r.metrics, want)
 	}
+	if data, err := os.ReadFile(filepath.Join(ckpt, "state")); err != nil || string(data) != "epoch 3\n" {
+		t.Errorf("checkpoint file: %q, %v; want the one the TERM handler wrote", data, err)
+	}
 	if early := testDeadline - testGrace - 50*time.Millisecond; r.elapsed < early {
 		t.Errorf("Run returned after %v, before SIGTERM was due (%v)", r.elapsed, early)
+	}
+	if r.elapsed > testDeadline {
+		t.Errorf("Run returned after %v, after the deadline %v", r.elapsed, testDeadline)
+	}
+}
+
+// TestStopAfterTerm checks how Run classifies the ways a command can end
+// after the deadline's SIGTERM.
+func TestStopAfterTerm(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, trap string
+		suspended  bool
+		want       []string
+	}{
+		{"exit 143", `trap 'exit 143' TERM`, true, []string{"and exited (exit status 143)"}},
+		{"no handler", ``, true, []string{"and was ended by signal: terminated"}},
+		{"exit 3", `trap 'echo "save failed" >&2; exit 3' TERM`, false,
+			[]string{"exceeded the trial timeout", "and exited (exit status 3), which is not a clean stop", "save failed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := script(t, tc.trap+"\necho ready >&2\nwhile :; do sleep 0.05; done\n")
+			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+			defer cancel()
+			r := run(t, ctx, w, Inputs{})
+			if errors.Is(r.err, ErrSuspended) != tc.suspended || errors.Is(r.err, ErrTimeout) == tc.suspended {
+				t.Fatalf("Run = %v, want suspended %v (else timed out)", r.err, tc.suspended)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(r.err.Error(), want) {
+					t.Errorf("error %q does not contain %q", r.err, want)
+				}
+			}
+		})
 	}
 }
 
@@ -456,7 +503,7 @@ while :; do sleep 0.05; done
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	r := run(t, ctx, w, Inputs{})
-	if !errors.Is(r.err, ErrTimeout) || !strings.Contains(r.err.Error(), "and SIGKILL at it") {
+	if !errors.Is(r.err, ErrTimeout) || errors.Is(r.err, ErrSuspended) || !strings.Contains(r.err.Error(), "and SIGKILL at it") {
 		t.Fatalf("Run = %v, want ErrTimeout saying it got SIGKILL", r.err)
 	}
 	if r.elapsed < testDeadline-10*time.Millisecond || r.elapsed > testDeadline+2*time.Second {
@@ -472,8 +519,8 @@ func TestDeadlineCloserThanGrace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	r := run(t, ctx, w, Inputs{Grace: time.Hour})
-	if !errors.Is(r.err, ErrTimeout) {
-		t.Fatalf("Run = %v, want ErrTimeout", r.err)
+	if !errors.Is(r.err, ErrSuspended) || !strings.Contains(r.err.Error(), "was ended by signal: terminated") {
+		t.Fatalf("Run = %v, want ErrSuspended by SIGTERM", r.err)
 	}
 	if r.elapsed > 2*time.Second {
 		t.Errorf("Run took %v, want SIGTERM at once when less than the grace period remains", r.elapsed)
@@ -483,11 +530,12 @@ func TestDeadlineCloserThanGrace(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name, trap, want string
-		killed           bool
+		name, trap, want  string
+		suspended, killed bool
 	}{
-		{"exits on TERM", `trap 'echo bye >&2; exit 0' TERM`, "it exited on SIGTERM", false},
-		{"ignores TERM", `trap '' TERM`, "it got SIGKILL after not exiting within 300ms of SIGTERM", true},
+		{"exits on TERM", `trap 'echo bye >&2; exit 0' TERM`, "suspended because the trial was cancelled: it got SIGTERM and exited (exit status 0)", true, false},
+		{"fails on TERM", `trap 'exit 1' TERM`, "it exited (exit status 1) after SIGTERM", false, false},
+		{"ignores TERM", `trap '' TERM`, "it got SIGKILL after not exiting within 300ms of SIGTERM", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -506,8 +554,8 @@ func TestCancel(t *testing.T) {
 			}()
 			r := run(t, ctx, w, Inputs{Log: log})
 			cancelledAt := <-cancelled
-			if !errors.Is(r.err, context.Canceled) || errors.Is(r.err, ErrTimeout) {
-				t.Fatalf("Run = %v, want context.Canceled", r.err)
+			if !errors.Is(r.err, context.Canceled) || errors.Is(r.err, ErrTimeout) || errors.Is(r.err, ErrSuspended) != tc.suspended {
+				t.Fatalf("Run = %v, want context.Canceled, suspended %v", r.err, tc.suspended)
 			}
 			if !strings.Contains(r.err.Error(), tc.want) {
 				t.Errorf("error %q does not contain %q", r.err, tc.want)
@@ -518,6 +566,104 @@ func TestCancel(t *testing.T) {
 			}
 			if took > testGrace+2*time.Second {
 				t.Errorf("Run returned %v after cancel, want about the grace period %v at most", took, testGrace)
+			}
+		})
+	}
+}
+
+func TestCompletedIsNotSuspended(t *testing.T) {
+	t.Parallel()
+	w := script(t, `trap 'exit 0' TERM; echo '{"epoch": 1, "loss": 0.5}'`)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	if r := run(t, ctx, w, Inputs{}); r.err != nil {
+		t.Errorf("Run of a command that exits 0 before the deadline = %v, want nil", r.err)
+	}
+	if r := run(t, context.Background(), script(t, "exit 143\n"), Inputs{}); r.err == nil || errors.Is(r.err, ErrSuspended) || !strings.Contains(r.err.Error(), "exit status 143") {
+		t.Errorf("Run of a command that exits 143 unasked = %v, want a failure", r.err)
+	}
+}
+
+// segmentEnv runs a script that prints the segment's variables and returns
+// them; absent ones map to "unset".
+func segmentEnv(t *testing.T, in Inputs) map[string]string {
+	t.Helper()
+	w := script(t, `for v in HPSEARCH_CHECKPOINT_DIR HPSEARCH_RESOURCE_TARGET HPSEARCH_CHECKPOINT_EVERY; do
+	eval "echo $v=\${$v-unset}"
+done
+`)
+	r := run(t, context.Background(), w, in)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.log.String()), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		env[k] = v
+	}
+	return env
+}
+
+// TestSegmentEnvironment is not parallel: it sets the trainer's own
+// environment.
+func TestSegmentEnvironment(t *testing.T) {
+	ckpt := t.TempDir()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := segmentEnv(t, Inputs{CheckpointDir: rel, Target: 12, CheckpointEvery: 1500 * time.Millisecond})
+	want := map[string]string{EnvCheckpointDir: ckpt, EnvResourceTarget: "12", EnvCheckpointEvery: "1.5"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with a relative checkpoint directory: env %v, want %v", got, want)
+	}
+	got = segmentEnv(t, Inputs{CheckpointDir: ckpt, Target: 2.5, CheckpointEvery: 250 * time.Millisecond})
+	want = map[string]string{EnvCheckpointDir: ckpt, EnvResourceTarget: "2.5", EnvCheckpointEvery: "0.25"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("env %v, want %v", got, want)
+	}
+
+	for _, k := range optionalEnv {
+		t.Setenv(k, "inherited")
+	}
+	got = segmentEnv(t, Inputs{})
+	want = map[string]string{EnvCheckpointDir: "unset", EnvResourceTarget: "unset", EnvCheckpointEvery: "unset"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("with none set and inherited values: env %v, want %v", got, want)
+	}
+}
+
+func TestBadSegmentInputs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		in   Inputs
+		want string
+	}{
+		{"no checkpoint dir", Inputs{CheckpointDir: filepath.Join(dir, "nope")}, "checkpoint directory: stat " + filepath.Join(dir, "nope") + ": no such file or directory; the trainer must create it"},
+		{"checkpoint dir is a file", Inputs{CheckpointDir: file}, "checkpoint directory " + file + " is not a directory"},
+		{"negative target", Inputs{Target: -1}, "resource target -1 is not a finite number >= 0"},
+		{"NaN target", Inputs{Target: math.NaN()}, "resource target NaN"},
+		{"infinite target", Inputs{Target: math.Inf(1)}, "resource target +Inf"},
+		{"negative interval", Inputs{CheckpointEvery: -time.Second}, "checkpoint interval -1s is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := script(t, "touch ran\n")
+			r := run(t, context.Background(), w, tc.in)
+			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) {
+				t.Errorf("Run = %v, want an error containing %q", r.err, tc.want)
+			}
+			if _, err := os.Stat(filepath.Join(w.Dir, "ran")); err == nil {
+				t.Error("the command ran despite the error")
 			}
 		})
 	}

@@ -3,6 +3,7 @@
 package command
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -29,4 +30,30 @@ func exitHint(exit *exec.ExitError) string {
 		return "; something outside hpsearch killed it, often the out-of-memory killer: give the trial more memory or make it use less"
 	}
 	return ""
+}
+
+// stoppedCleanly reports whether a command that got SIGTERM ended as one
+// that saved its work does: exit status 0, exit status 143 (128 + SIGTERM,
+// which a shell reports for a child that SIGTERM ended), or death by the
+// SIGTERM itself.
+func stoppedCleanly(ps *os.ProcessState) bool {
+	if ps == nil {
+		return false
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal() == syscall.SIGTERM
+	}
+	return ps.ExitCode() == 0 || ps.ExitCode() == 128+int(syscall.SIGTERM)
+}
+
+// describeExit says how the command ended, for messages: "exited (exit
+// status 0)" or "was ended by signal: terminated".
+func describeExit(ps *os.ProcessState) string {
+	if ps == nil {
+		return "did not report how it ended"
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "was ended by " + ps.String()
+	}
+	return "exited (" + ps.String() + ")"
 }

@@ -7,7 +7,10 @@
 // trained on a fixed 1437-image training split and evaluated after every
 // epoch on a fixed 360-image validation split, the same for every trial.
 // Training is deterministic: the same Config, Seed included, gives
-// bit-identical metrics.
+// bit-identical metrics. Train runs all epochs in one go; a Run trains one
+// epoch at a time and can be saved as a checkpoint after any of them and
+// restored in another process, which then goes on exactly as the first
+// would have.
 package digits
 
 import (
@@ -152,6 +155,7 @@ func (c Config) validate() error {
 	return nil
 }
 
-// ErrDiverged is returned by Train when the loss stops being a finite number.
-// Retrying the same configuration will diverge again.
+// ErrDiverged is wrapped by the errors of Train and Run.TrainEpoch when the
+// loss stops being a finite number. Retrying the same configuration will
+// diverge again.
 var ErrDiverged = errors.New("training diverged")

@@ -222,22 +222,3 @@ func TestTrainAllocations(t *testing.T) {
 		t.Errorf("Train of one epoch made %v allocations, want a fixed handful", allocs)
 	}
 }
-
-// BenchmarkTrainEpoch measures one epoch of the default configuration,
-// setup included.
-func BenchmarkTrainEpoch(b *testing.B) {
-	cfg := defaults(b, 1)
-	cfg.Epochs = 1
-	if _, err := loadData(); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	epochs := 0
-	for b.Loop() {
-		if err := Train(context.Background(), cfg, func(hptype.Metric) {}); err != nil {
-			b.Fatal(err)
-		}
-		epochs++
-	}
-	b.ReportMetric(float64(trainSize*epochs)/b.Elapsed().Seconds(), "images/s")
-}

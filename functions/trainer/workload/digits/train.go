@@ -1,72 +1,10 @@
 package digits
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
-
-	"github.com/hpsearch/hpsearch/internal/hptype"
 )
-
-// Metric names that Train reports.
-const (
-	MetricValLoss     = "val_loss"
-	MetricValAccuracy = "val_accuracy"
-	MetricTrainLoss   = "train_loss"
-)
-
-// rngStream is the second word of the PCG state; the first is the seed.
-const rngStream = 0xd161_75a1
-
-// Train trains the network that cfg describes. After every epoch it calls
-// report with val_loss (mean cross-entropy on the validation split),
-// val_accuracy (fraction of validation images classified right) and
-// train_loss (mean cross-entropy over the epoch's mini-batches), all with
-// Step = the epoch number, starting at 1.
-//
-// Train checks ctx between mini-batches and returns an error wrapping
-// ctx.Err() when it is done. It returns an error wrapping ErrDiverged when
-// the loss stops being finite.
-func Train(ctx context.Context, cfg Config, report func(hptype.Metric)) error {
-	if err := cfg.validate(); err != nil {
-		return err
-	}
-	data, err := loadData()
-	if err != nil {
-		return err
-	}
-	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), rngStream))
-	m := newMLP(cfg.HiddenUnits, rng)
-	order := make([]int, data.train.len())
-	for i := range order {
-		order[i] = i
-	}
-	swap := func(i, j int) { order[i], order[j] = order[j], order[i] }
-	for epoch := 1; epoch <= cfg.Epochs; epoch++ {
-		rng.Shuffle(len(order), swap)
-		var sum float64
-		for start := 0; start < len(order); start += cfg.BatchSize {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("%s: stopped in epoch %d of %d: %w", Name, epoch, cfg.Epochs, err)
-			}
-			loss := m.step(&data.train, order[start:min(start+cfg.BatchSize, len(order))], cfg)
-			if !finite(loss) {
-				return diverged(cfg, epoch, loss)
-			}
-			sum += loss
-		}
-		valLoss, valAccuracy := m.evaluate(&data.val)
-		if !finite(valLoss) {
-			return diverged(cfg, epoch, valLoss)
-		}
-		step := float64(epoch)
-		report(hptype.Metric{Step: step, Name: MetricValLoss, Value: valLoss})
-		report(hptype.Metric{Step: step, Name: MetricValAccuracy, Value: valAccuracy})
-		report(hptype.Metric{Step: step, Name: MetricTrainLoss, Value: sum / float64(len(order))})
-	}
-	return nil
-}
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
@@ -76,21 +14,35 @@ func diverged(cfg Config, epoch int, loss float64) error {
 }
 
 // layers holds one value per parameter of the network: the parameters
-// themselves, their gradients or their momentum.
+// themselves, their gradients or their momentum. The four layers are views
+// of one array, all, in the order w1, b1, w2, b2, which is also the order of
+// the values in a checkpoint.
 type layers struct {
-	w1 []float64 // inputs x hidden, input-major: w1[i*hidden+j] links input i to unit j
-	b1 []float64 // hidden
-	w2 []float64 // hidden x classes, unit-major
-	b2 []float64 // classes
+	all []float64
+	w1  []float64 // inputs x hidden, input-major: w1[i*hidden+j] links input i to unit j
+	b1  []float64 // hidden
+	w2  []float64 // hidden x classes, unit-major
+	b2  []float64 // classes
+}
+
+// numParams is the number of parameters of a network with hidden units.
+func numParams(hidden int) int {
+	return inputs*hidden + hidden + hidden*classes + classes
 }
 
 func newLayers(hidden int) layers {
-	return layers{
-		w1: make([]float64, inputs*hidden),
-		b1: make([]float64, hidden),
-		w2: make([]float64, hidden*classes),
-		b2: make([]float64, classes),
+	all := make([]float64, numParams(hidden))
+	cut := func(n int) []float64 {
+		s := all[:n:n]
+		all = all[n:]
+		return s
 	}
+	l := layers{all: all}
+	l.w1 = cut(inputs * hidden)
+	l.b1 = cut(hidden)
+	l.w2 = cut(hidden * classes)
+	l.b2 = cut(classes)
+	return l
 }
 
 // mlp is the network with everything a training step needs, allocated once.
@@ -111,9 +63,9 @@ func newMLP(hidden int, rng *rand.Rand) *mlp {
 		param:  newLayers(hidden),
 		grad:   newLayers(hidden),
 		vel:    newLayers(hidden),
-		h:      make([]float64, hidden),
-		dh:     make([]float64, hidden),
 	}
+	scratch := make([]float64, 2*hidden)
+	m.h, m.dh = scratch[:hidden:hidden], scratch[hidden:]
 	std1 := math.Sqrt(2.0 / inputs)
 	for i := range m.param.w1 {
 		m.param.w1[i] = rng.NormFloat64() * std1
