@@ -16,15 +16,22 @@ import (
 	"github.com/hpsearch/hpsearch/internal/hptype"
 )
 
-// buildHpsearch compiles the real binary once for the tests of this package.
-func buildHpsearch(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hpsearch")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+// hpsearchBin is the real binary, built once for the tests of this package.
+var hpsearchBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hpsearch-bin-")
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		panic(err)
 	}
-	return bin
+	hpsearchBin = filepath.Join(dir, "hpsearch")
+	if out, err := exec.Command("go", "build", "-o", hpsearchBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 const crashSpace = `name: crash
@@ -52,7 +59,7 @@ echo "done $HPSEARCH_TRIAL" >> "$RUNS"
 // max_trials trials, each completed once; no trial the store had recorded
 // as completed may start again; and no trainer may outlive the coordinator.
 func TestKill9AndResume(t *testing.T) {
-	bin := buildHpsearch(t)
+	bin := hpsearchBin
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs.log")
 	script := filepath.Join(dir, "crash-workload.sh")
@@ -89,7 +96,7 @@ func TestKill9AndResume(t *testing.T) {
 		}
 		waitNoOrphans(t, script)
 		lines := len(readLines(t, runs))
-		for _, tr := range trials(t, bin, state) {
+		for _, tr := range studyTrials(t, state, "crash") {
 			if _, seen := completedAt[tr.Number]; !seen && tr.State == hptype.TrialCompleted {
 				completedAt[tr.Number] = lines
 			}
@@ -103,7 +110,7 @@ func TestKill9AndResume(t *testing.T) {
 		t.Fatalf("final run: %v\n%s", err, final.Stderr)
 	}
 	t.Logf("final run took %s", time.Since(start))
-	got := trials(t, bin, state)
+	got := studyTrials(t, state, "crash")
 	if len(got) != 16 {
 		t.Fatalf("%d trials, want exactly 16", len(got))
 	}
@@ -163,9 +170,11 @@ func processesWith(arg string) []string {
 	return pids
 }
 
-func trials(t *testing.T, bin, state string) []hptype.Trial {
+// studyTrials reads a study's trials with `hpsearch trials --json`; a study
+// that does not exist yet has none.
+func studyTrials(t *testing.T, state, study string) []hptype.Trial {
 	t.Helper()
-	out, err := exec.Command(bin, "trials", "--state", state, "--json", "crash").Output()
+	out, err := exec.Command(hpsearchBin, "trials", "--state", state, "--json", study).Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {

@@ -1,12 +1,16 @@
 // Package trainer is the trainer core: it runs one segment of a trial as the
 // trainer contract describes (hptype.SegmentRequest in, hptype.SegmentResult
-// out). It knows nothing of transports: the local executor speaks to it over
-// a process's standard streams (ServeStdio); later transports (a Lambda
-// handler, a Cloud Run task, a pool worker) call Run the same way.
+// out). A segment resumes from the trial's newest valid checkpoint, trains
+// towards the resource target, checkpoints every Checkpoint.Every and once
+// more before its deadline, and returns completed, suspended (stopped at the
+// deadline with a checkpoint to resume from) or failed. It knows nothing of
+// transports: the local executor speaks to it over a process's standard
+// streams (ServeStdio); other transports call Run the same way.
 package trainer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,20 +21,18 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hpsearch/hpsearch/functions/trainer/workload/command"
-	"github.com/hpsearch/hpsearch/functions/trainer/workload/digits"
+	"github.com/hpsearch/hpsearch/internal/blob/bloburl"
+	"github.com/hpsearch/hpsearch/internal/checkpoint"
 	"github.com/hpsearch/hpsearch/internal/hptype"
 )
 
+// workload runs a segment's training; it returns the status the segment
+// ended with, or an error when the workload failed.
+type workload func(ctx context.Context, s *segment) (hptype.SegmentStatus, error)
+
 // builtins are the workloads compiled into the trainer.
-var builtins = map[string]func(ctx context.Context, req hptype.SegmentRequest, report func(hptype.Metric)) error{
-	"digits-mlp": func(ctx context.Context, req hptype.SegmentRequest, report func(hptype.Metric)) error {
-		cfg, err := digits.ConfigFromParams(req.Params, req.Seed)
-		if err != nil {
-			return err
-		}
-		return digits.Train(ctx, cfg, report)
-	},
+var builtins = map[string]workload{
+	"digits-mlp": runDigits,
 }
 
 // Builtins lists the names of the built-in workloads, sorted.
@@ -45,71 +47,84 @@ func Builtins() []string {
 
 // Run runs one segment. A segment that cannot run or whose workload fails
 // comes back with status failed and the error text: Run itself does not fail.
+// When the request names a checkpoint store, the result is also stored next
+// to the trial's checkpoints, so a coordinator that was down while the
+// segment ran can find it.
 func Run(ctx context.Context, req hptype.SegmentRequest) hptype.SegmentResult {
 	start := time.Now()
-	res := hptype.SegmentResult{
+	s := &segment{req: req, res: hptype.SegmentResult{
 		APIVersion: hptype.APIVersion,
 		Study:      req.Study,
 		Trial:      req.Trial,
 		Segment:    req.Segment,
 		Attempt:    req.Attempt,
 		Metrics:    []hptype.Metric{},
-	}
-	report := func(m hptype.Metric) {
-		res.Metrics = append(res.Metrics, m)
-		res.ResourceReached = max(res.ResourceReached, m.Step)
-	}
-	err := run(ctx, req, report)
-	res.Usage = usage(time.Since(start))
+	}}
+	status, err := s.run(ctx)
 	if err != nil {
-		res.Status = hptype.SegmentFailed
-		res.Error = err.Error()
-		return res
+		s.res.Status, s.res.Error = hptype.SegmentFailed, err.Error()
+	} else {
+		s.res.Status = status
 	}
-	res.Status = hptype.SegmentCompleted
-	return res
+	s.res.Usage = usage(time.Since(start))
+	s.storeResult(ctx)
+	return s.res
 }
 
-func run(ctx context.Context, req hptype.SegmentRequest, report func(hptype.Metric)) error {
+func (s *segment) run(ctx context.Context) (hptype.SegmentStatus, error) {
+	req := s.req
 	if req.APIVersion != hptype.APIVersion {
-		return fmt.Errorf("request api_version %q: this trainer speaks %q; use a trainer built from the same hpsearch release as the coordinator", req.APIVersion, hptype.APIVersion)
+		return "", fmt.Errorf("request api_version %q: this trainer speaks %q; use a trainer built from the same hpsearch release as the coordinator", req.APIVersion, hptype.APIVersion)
 	}
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
 		defer cancel()
 	}
+	if cp := req.Checkpoint; cp != nil {
+		b, err := bloburl.Open(ctx, cp.Store)
+		if err != nil {
+			return "", fmt.Errorf("open the checkpoint store: %w", err)
+		}
+		s.store = checkpoint.New(b)
+	}
 	log, closeLog, err := openLog(req.LogPath)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer closeLog()
+	s.log = log
 	w := req.Workload
 	switch {
 	case w.Builtin != "" && len(w.Command) > 0:
-		return errors.New("workload names both a builtin and a command; give one")
+		return "", errors.New("workload names both a builtin and a command; give one")
 	case w.Builtin != "":
-		fn, ok := builtins[w.Builtin]
+		run, ok := builtins[w.Builtin]
 		if !ok {
-			return fmt.Errorf("unknown built-in workload %q; known: %s", w.Builtin, strings.Join(Builtins(), ", "))
+			return "", fmt.Errorf("unknown built-in workload %q; known: %s", w.Builtin, strings.Join(Builtins(), ", "))
 		}
-		err = fn(ctx, req, report)
+		return run(ctx, s)
 	case len(w.Command) > 0:
-		err = command.Run(ctx, w, command.Inputs{
-			Params:  req.Params,
-			Study:   req.StudyName,
-			Trial:   req.Trial,
-			Attempt: req.Attempt,
-			Seed:    req.Seed,
-			Log:     log,
-		}, report)
-	default:
-		return errors.New("workload names neither a builtin nor a command")
+		return runCommand(ctx, s)
 	}
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !req.Deadline.IsZero() {
-		return fmt.Errorf("trial exceeded its deadline %s (trainer.timeout in the space file): %w", req.Deadline.Format(time.RFC3339), err)
+	return "", errors.New("workload names neither a builtin nor a command")
+}
+
+// storeResult writes the result next to the trial's checkpoints. A
+// failure costs only the chance to reconcile, so it is a warning.
+func (s *segment) storeResult(ctx context.Context) {
+	if s.store == nil {
+		return
 	}
-	return err
+	raw, err := json.Marshal(s.res)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		err = s.store.PutResult(wctx, s.req.Checkpoint.Prefix, s.req.Segment, s.req.Attempt, raw)
+	}
+	if err != nil {
+		fmt.Fprintf(s.logWriter(), "hpsearch: could not store the segment result for reconciliation: %v\n", err)
+	}
 }
 
 // openLog opens the trial's log for appending; with no path the log is

@@ -129,13 +129,18 @@ func newTrialsCmd(g *globals) *cobra.Command {
 					return writeJSON(g.stdout, in.Trials)
 				}
 				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(tw, "TRIAL\tSTATE\t%s\tATTEMPTS\tWALL\tCOST\tPARAMS\n", in.Spec.Objective.Metric)
+				fmt.Fprintf(tw, "TRIAL\tSTATE\t%s\tSEGMENTS\tATTEMPTS\tCHECKPOINT\tWALL\tWASTED\tCOST\tPARAMS\n", in.Spec.Objective.Metric)
 				for _, t := range in.Trials {
 					value := "-"
 					if t.Value != nil {
 						value = strconv.FormatFloat(*t.Value, 'f', 4, 64)
 					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t$%.6f\t%s\n", t.Number, t.State, value, len(t.Attempts), formatDuration(t.WallSeconds()), t.CostUSD(), formatParams(in.Spec, t.Params))
+					ckpt := "-"
+					if t.Checkpoint != nil {
+						ckpt = formatBytes(t.Checkpoint.Bytes)
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t$%.6f\t%s\n", t.Number, t.State, value, t.Segments(), len(t.Attempts), ckpt,
+						formatDuration(t.WallSeconds()), formatDuration(t.WastedSeconds()), t.CostUSD(), formatParams(in.Spec, t.Params))
 				}
 				return tw.Flush()
 			})
@@ -182,4 +187,16 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	case n < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hpsearch/hpsearch/internal/blob/bloburl"
+	"github.com/hpsearch/hpsearch/internal/checkpoint"
 	"github.com/hpsearch/hpsearch/internal/coordinator"
 	"github.com/hpsearch/hpsearch/internal/executor/local"
 	"github.com/hpsearch/hpsearch/internal/hptype"
@@ -64,6 +66,10 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 		return &exitError{code: ExitFailed, err: err}
 	}
 	defer q.Close()
+	ckpts, err := openCheckpoints(ctx, sp, st.Dir)
+	if err != nil {
+		return &exitError{code: ExitFailed, err: err}
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -81,6 +87,7 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 		Store:       st.Store,
 		Queue:       q,
 		Executor:    exec,
+		Checkpoints: ckpts,
 		LogDir:      st.LogDir,
 		Logger:      newLogger(g.stderr),
 		OnEvent:     view.event,
@@ -107,4 +114,22 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 		}
 	}
 	return nil
+}
+
+// openCheckpoints opens the study's checkpoint store: the space file's
+// checkpoint.store, or the checkpoints folder of the state directory.
+func openCheckpoints(ctx context.Context, sp *spec.Spec, stateDir string) (*checkpoint.Store, error) {
+	uri := sp.Checkpoint.Store
+	if uri == "" {
+		abs, err := filepath.Abs(filepath.Join(stateDir, "checkpoints"))
+		if err != nil {
+			return nil, err
+		}
+		uri = "file://" + abs
+	}
+	b, err := bloburl.Open(ctx, uri)
+	if err != nil {
+		return nil, fmt.Errorf("open the checkpoint store %s (checkpoint.store): %w", uri, err)
+	}
+	return checkpoint.New(b), nil
 }

@@ -130,6 +130,9 @@ func (v *view) describe(e coordinator.Event) string {
 		if v.tty {
 			return ""
 		}
+		if t.Segment > 0 {
+			return fmt.Sprintf("trial %d segment %d started at %g (attempt %d)", t.Number, t.Segment, t.Resource, len(t.Attempts))
+		}
 		return fmt.Sprintf("trial %d started (attempt %d): %s", t.Number, len(t.Attempts), formatParams(v.sp, t.Params))
 	case coordinator.TrialCompleted:
 		mark := "  "
@@ -141,6 +144,11 @@ func (v *view) describe(e coordinator.Event) string {
 		return fmt.Sprintf("  trial %d failed: %s", t.Number, firstLine(t.Error))
 	case coordinator.TrialRetrying:
 		return fmt.Sprintf("  trial %d attempt %d did not finish, retrying: %s", t.Number, len(t.Attempts), firstLine(e.Message))
+	case coordinator.TrialSuspended:
+		if v.tty {
+			return ""
+		}
+		return fmt.Sprintf("  trial %d segment %d suspended at %g; continuing from its checkpoint", t.Number, t.Segment-1, t.Resource)
 	case coordinator.TrialInterrupted:
 		return fmt.Sprintf("  trial %d interrupted", t.Number)
 	case coordinator.StudyFinished:

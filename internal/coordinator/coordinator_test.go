@@ -12,6 +12,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/hpsearch/hpsearch/internal/blob/fsblob"
+	"github.com/hpsearch/hpsearch/internal/checkpoint"
 	"github.com/hpsearch/hpsearch/internal/coordinator"
 	"github.com/hpsearch/hpsearch/internal/hptype"
 	"github.com/hpsearch/hpsearch/internal/queue"
@@ -76,6 +78,7 @@ type bundle struct {
 	db    *bolt.DB
 	store *boltstore.Store
 	queue *boltqueue.Queue
+	ckpts *checkpoint.Store
 	exec  *recorder
 }
 
@@ -94,7 +97,11 @@ func setup(t *testing.T, fn func(context.Context, hptype.SegmentRequest) (hptype
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{db: db, store: st, queue: q, exec: &recorder{fn: fn}}
+	blobs, err := fsblob.New(filepath.Join(t.TempDir(), "checkpoints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{db: db, store: st, queue: q, ckpts: checkpoint.New(blobs), exec: &recorder{fn: fn}}
 }
 
 func mustSpec(t *testing.T, src string) *spec.Spec {
@@ -108,7 +115,7 @@ func mustSpec(t *testing.T, src string) *spec.Spec {
 
 func (b *bundle) config(sp *spec.Spec) coordinator.Config {
 	return coordinator.Config{
-		Spec: sp, Store: b.store, Queue: b.queue, Executor: b.exec,
+		Spec: sp, Store: b.store, Queue: b.queue, Executor: b.exec, Checkpoints: b.ckpts,
 		MaxAttempts: 2, PollInterval: 5 * time.Millisecond, Visibility: 5 * time.Second,
 	}
 }
@@ -267,8 +274,9 @@ func TestTrainerCrashIsRetriedThenFails(t *testing.T) {
 	if res.Study.State != hptype.StudyCompleted {
 		t.Fatalf("study %s, want completed (two trials completed)", res.Study.State)
 	}
-	if res.Progress.WastedCostUSD < t0.Attempts[0].CostUSD {
-		t.Fatalf("wasted cost %v does not include the crashed attempt's %v", res.Progress.WastedCostUSD, t0.Attempts[0].CostUSD)
+	// The crashed attempt wrote no checkpoint, so all its time was wasted.
+	if a := t0.Attempts[0]; a.WastedSeconds != a.WallSeconds || a.WastedCostUSD <= 0 || res.Progress.WastedCostUSD < a.WastedCostUSD {
+		t.Fatalf("crashed attempt wasted %vs of %vs, $%v; study wasted $%v", a.WastedSeconds, a.WallSeconds, a.WastedCostUSD, res.Progress.WastedCostUSD)
 	}
 }
 
@@ -369,12 +377,12 @@ func TestRecoversFromADeadCoordinator(t *testing.T) {
 		}
 	}
 	for n := 1; n <= 2; n++ {
-		if _, err := b.queue.Enqueue(ctx, queue.Job{ID: fmt.Sprintf("%s/trial/%d", st.ID, n), Payload: fmt.Appendf(nil, `{"study":%q,"trial":%d}`, st.ID, n)}); err != nil {
+		if _, err := b.queue.Enqueue(ctx, queue.Job{ID: fmt.Sprintf("%s/trial/%d/segment/0", st.ID, n), Payload: fmt.Appendf(nil, `{"study":%q,"trial":%d,"segment":0}`, st.ID, n)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	leases, err := b.queue.Lease(ctx, queue.LeaseParams{Max: 2, Visibility: time.Hour, Owner: "coordinator"})
-	if err != nil || len(leases) != 2 || leases[0].Job.ID != st.ID+"/trial/1" {
+	if err != nil || len(leases) != 2 || leases[0].Job.ID != st.ID+"/trial/1/segment/0" {
 		t.Fatalf("lease: %v %v", leases, err)
 	}
 	t1, _ := b.store.GetTrial(ctx, st.ID, 1)

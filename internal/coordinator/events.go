@@ -10,11 +10,14 @@ import (
 type EventKind string
 
 const (
-	StudyStarted     EventKind = "study_started"
-	TrialStarted     EventKind = "trial_started"
-	TrialCompleted   EventKind = "trial_completed"
-	TrialFailed      EventKind = "trial_failed"
-	TrialRetrying    EventKind = "trial_retrying"
+	StudyStarted   EventKind = "study_started"
+	TrialStarted   EventKind = "trial_started"
+	TrialCompleted EventKind = "trial_completed"
+	TrialFailed    EventKind = "trial_failed"
+	TrialRetrying  EventKind = "trial_retrying"
+	// TrialSuspended: a segment reached its deadline and checkpointed; the
+	// trial continues with its next segment.
+	TrialSuspended   EventKind = "trial_suspended"
 	TrialInterrupted EventKind = "trial_interrupted"
 	StudyFinished    EventKind = "study_finished"
 )

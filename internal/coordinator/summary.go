@@ -24,9 +24,7 @@ func Summarize(obj spec.Objective, maxTrials int, elapsedSeconds float64, trials
 		}
 		for _, a := range t.Attempts {
 			p.CostUSD += a.CostUSD
-			if a.Status != attemptCompleted && a.Status != attemptFailed {
-				p.WastedCostUSD += a.CostUSD
-			}
+			p.WastedCostUSD += a.WastedCostUSD
 		}
 		if Better(obj, t, p.Best) {
 			p.Best = t

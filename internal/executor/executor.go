@@ -15,6 +15,8 @@ type Executor interface {
 	// fails is a result with status failed, not an error; an error means the
 	// segment could not be run or its result was lost (the trainer crashed,
 	// was killed, or could not be reached), so running it again may succeed.
-	// When ctx ends, Run stops the segment and returns ctx's error.
+	// When ctx ends, Run asks the segment to stop, which gives the trainer
+	// its grace period to checkpoint: if the trainer answers, Run returns its
+	// result (usually suspended); otherwise an error.
 	Run(ctx context.Context, req hptype.SegmentRequest) (hptype.SegmentResult, error)
 }

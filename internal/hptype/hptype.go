@@ -102,15 +102,28 @@ func (s TrialState) Finished() bool {
 	return s == TrialCompleted || s == TrialFailed || s == TrialPruned
 }
 
-// Attempt records one run of a trial: its timings, usage and outcome.
+// Attempt records one run of one segment of a trial: its timings, usage,
+// outcome and the work it lost.
 type Attempt struct {
-	Number      int       `json:"number"`
-	StartedAt   time.Time `json:"started_at"`
-	FinishedAt  time.Time `json:"finished_at,omitzero"`
-	Status      string    `json:"status,omitempty"`
-	Error       string    `json:"error,omitempty"`
-	WallSeconds float64   `json:"wall_seconds"`
-	CostUSD     float64   `json:"cost_usd"`
+	// Number counts the trial's attempts over all its segments, from 1.
+	Number  int `json:"number"`
+	Segment int `json:"segment"`
+	// ResourceFrom and ResourceTo are the resource the attempt started from
+	// and the one it left saved (in a checkpoint or as the trial's end).
+	ResourceFrom float64   `json:"resource_from"`
+	ResourceTo   float64   `json:"resource_to"`
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at,omitzero"`
+	Status       string    `json:"status,omitempty"`
+	Error        string    `json:"error,omitempty"`
+	WallSeconds  float64   `json:"wall_seconds"`
+	CostUSD      float64   `json:"cost_usd"`
+	// WastedSeconds and WastedCostUSD are the part of the attempt whose
+	// work was lost: done after its last checkpoint and not kept.
+	WastedSeconds float64 `json:"wasted_seconds"`
+	WastedCostUSD float64 `json:"wasted_cost_usd"`
+	// Checkpoint is the newest checkpoint the attempt wrote.
+	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
 }
 
 // Trial is one configuration of a study's space with its whole history.
@@ -123,9 +136,15 @@ type Trial struct {
 	// carries an older version fails with ErrConflict.
 	Version int64 `json:"version"`
 	// LeaseToken is the queue lease held by the attempt that is running.
-	LeaseToken string    `json:"lease_token,omitempty"`
-	Attempts   []Attempt `json:"attempts,omitempty"`
-	Metrics    []Metric  `json:"metrics,omitempty"`
+	LeaseToken string `json:"lease_token,omitempty"`
+	// Segment is the number of the segment to run next (or running).
+	Segment int `json:"segment"`
+	// Resource is the resource the trial has reached and saved.
+	Resource float64 `json:"resource"`
+	// Checkpoint is the trial's newest checkpoint.
+	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+	Attempts   []Attempt      `json:"attempts,omitempty"`
+	Metrics    []Metric       `json:"metrics,omitempty"`
 	// Value is the objective's final value; set when the trial completed.
 	Value      *float64  `json:"value,omitempty"`
 	Error      string    `json:"error,omitempty"`
@@ -140,6 +159,23 @@ func (t *Trial) WallSeconds() float64 {
 		s += a.WallSeconds
 	}
 	return s
+}
+
+// WastedSeconds is the compute time whose work the trial lost.
+func (t *Trial) WastedSeconds() float64 {
+	var s float64
+	for _, a := range t.Attempts {
+		s += a.WastedSeconds
+	}
+	return s
+}
+
+// Segments counts the segments the trial has finished or is running.
+func (t *Trial) Segments() int {
+	if len(t.Attempts) == 0 {
+		return 0
+	}
+	return t.Attempts[len(t.Attempts)-1].Segment + 1
 }
 
 // CostUSD is the cost of all the trial's attempts.

@@ -1,6 +1,10 @@
 package hptype
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // APIVersion is the version of the trainer contract. A trainer refuses a
 // request of another version.
@@ -17,6 +21,43 @@ type Workload struct {
 	Dir string `json:"dir,omitempty"`
 }
 
+// ResourceRange is the span of training a segment covers, in the
+// workload's unit (epochs for the built-in workloads).
+type ResourceRange struct {
+	// From is the resource the trial has reached: the resource of the
+	// checkpoint the segment resumes from, or 0.
+	From float64 `json:"from"`
+	// To is the resource to train up to; 0 means the workload's own end
+	// (e.g. the epochs parameter).
+	To   float64 `json:"to,omitempty"`
+	Unit string  `json:"unit,omitempty"`
+}
+
+// CheckpointPolicy says where a trainer writes checkpoints and when.
+type CheckpointPolicy struct {
+	// Store is the object store's URI: file:///path or s3://bucket/prefix.
+	Store string `json:"store"`
+	// Prefix is the trial's folder in the store.
+	Prefix string `json:"prefix"`
+	// Every is the interval between checkpoints.
+	Every Duration `json:"every"`
+	// Grace is how long before the deadline the trainer stops to write its
+	// last checkpoint (a command gets SIGTERM then).
+	Grace Duration `json:"grace"`
+	// KeepLast is how many of the trial's newest checkpoints to keep.
+	KeepLast int `json:"keep_last"`
+}
+
+// CheckpointRef names a checkpoint a segment wrote or resumed from.
+type CheckpointRef struct {
+	// ID is "segment.attempt.seq", e.g. "000003.002.0001".
+	ID        string    `json:"id"`
+	Key       string    `json:"key"`
+	Resource  float64   `json:"resource"`
+	Bytes     int64     `json:"bytes"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
 // SegmentRequest asks a trainer to run one bounded segment of a trial.
 type SegmentRequest struct {
 	APIVersion string `json:"api_version"`
@@ -28,9 +69,15 @@ type SegmentRequest struct {
 	Params     Params `json:"params"`
 	// Seed makes the workload deterministic; the coordinator derives it from
 	// the sampler seed and the trial number.
-	Seed     int64     `json:"seed"`
-	Deadline time.Time `json:"deadline"`
-	Workload Workload  `json:"workload"`
+	Seed int64 `json:"seed"`
+	// Deadline is when the segment must have returned; the trainer writes
+	// its last checkpoint Checkpoint.Grace before it.
+	Deadline time.Time     `json:"deadline"`
+	Resource ResourceRange `json:"resource"`
+	// Checkpoint, when set, makes the segment resume from the trial's newest
+	// valid checkpoint and write new ones.
+	Checkpoint *CheckpointPolicy `json:"checkpoint,omitempty"`
+	Workload   Workload          `json:"workload"`
 	// LogPath, when set, is a file the trainer appends the workload's log to.
 	LogPath string `json:"log_path,omitempty"`
 }
@@ -39,8 +86,13 @@ type SegmentRequest struct {
 type SegmentStatus string
 
 const (
+	// SegmentCompleted: the workload reached its end.
 	SegmentCompleted SegmentStatus = "completed"
-	SegmentFailed    SegmentStatus = "failed"
+	// SegmentSuspended: the segment stopped before the end (its deadline
+	// came, or it was asked to stop) and wrote a checkpoint to resume from.
+	SegmentSuspended SegmentStatus = "suspended"
+	// SegmentFailed: the workload failed; running it again would not help.
+	SegmentFailed SegmentStatus = "failed"
 )
 
 // Usage is what a segment consumed.
@@ -61,6 +113,39 @@ type SegmentResult struct {
 	// ResourceReached is the last step the workload reported.
 	ResourceReached float64  `json:"resource_reached"`
 	Metrics         []Metric `json:"metrics"`
-	Error           string   `json:"error,omitempty"`
-	Usage           Usage    `json:"usage"`
+	// Checkpoint is the newest checkpoint the segment wrote, if any.
+	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
+	// ResumedFrom is the checkpoint the segment restored, if any.
+	ResumedFrom *CheckpointRef `json:"resumed_from,omitempty"`
+	// Warnings are problems the segment worked around, such as a corrupt
+	// checkpoint it skipped.
+	Warnings []string `json:"warnings,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Usage    Usage    `json:"usage"`
+}
+
+// Duration is a time.Duration that reads and writes JSON as a Go duration
+// string ("1m30s").
+type Duration time.Duration
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string like \"1m30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
 }

@@ -55,7 +55,9 @@ func New(cfg Config) (*Executor, error) {
 	return &Executor{cfg: cfg}, nil
 }
 
-// Run implements executor.Executor. The trainer process runs in its own
+// Run implements executor.Executor. When ctx ends, the trainer gets SIGTERM
+// and Grace to checkpoint and answer; its answer, if it gives one, is
+// returned. The trainer process runs in its own
 // process group, so a Ctrl-C at the terminal reaches only the coordinator,
 // which then stops trainers in order; and it is killed if the coordinator
 // dies, so no trainer outlives the process that would record its result.
@@ -80,15 +82,18 @@ func (e *Executor) Run(ctx context.Context, req hptype.SegmentRequest) (hptype.S
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = e.cfg.Grace
 	runErr := cmd.Run()
-	if err := ctx.Err(); err != nil {
-		return hptype.SegmentResult{}, fmt.Errorf("segment %s/%d/%d stopped: %w", req.StudyName, req.Trial, req.Attempt, context.Cause(ctx))
-	}
-	if runErr != nil {
-		return hptype.SegmentResult{}, fmt.Errorf("trainer process for trial %d attempt %d: %w%s", req.Trial, req.Attempt, runErr, stderr.suffix())
-	}
 	var res hptype.SegmentResult
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		return hptype.SegmentResult{}, fmt.Errorf("trainer for trial %d attempt %d wrote no valid result: %w%s", req.Trial, req.Attempt, err, stderr.suffix())
+	if runErr == nil {
+		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+			return hptype.SegmentResult{}, fmt.Errorf("trainer for trial %d attempt %d wrote no valid result: %w%s", req.Trial, req.Attempt, err, stderr.suffix())
+		}
+	}
+	switch {
+	case runErr != nil && ctx.Err() != nil:
+		// Stopped, and the trainer did not answer within its grace period.
+		return hptype.SegmentResult{}, fmt.Errorf("segment of trial %d attempt %d stopped: %w", req.Trial, req.Attempt, context.Cause(ctx))
+	case runErr != nil:
+		return hptype.SegmentResult{}, fmt.Errorf("trainer process for trial %d attempt %d: %w%s", req.Trial, req.Attempt, runErr, stderr.suffix())
 	}
 	if res.Trial != req.Trial || res.Attempt != req.Attempt || res.Study != req.Study {
 		return hptype.SegmentResult{}, fmt.Errorf("trainer answered for %s trial %d attempt %d, asked for %s trial %d attempt %d", res.Study, res.Trial, res.Attempt, req.Study, req.Trial, req.Attempt)
@@ -117,4 +122,3 @@ func (t *tailBuffer) suffix() string {
 	}
 	return "; trainer stderr: " + s
 }
-
