@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -406,5 +407,46 @@ func TestRecoversFromADeadCoordinator(t *testing.T) {
 	}
 	if runs := b.exec.runs(); runs[0] != 1 {
 		t.Fatalf("trial 0 ran %d times, want 1", runs[0])
+	}
+}
+
+func TestReconcilesAResultStoredWhileTheCoordinatorWasDown(t *testing.T) {
+	b := setup(t, succeed)
+	ctx := context.Background()
+	sp := mustSpec(t, fmt.Sprintf(baseSpec, 2, 2))
+	// A first run creates the study; then trial 1 is left running, as a
+	// coordinator killed mid-segment leaves it, and its trainer's result is
+	// in the checkpoint store.
+	if _, err := coordinator.Run(ctx, b.config(mustSpec(t, fmt.Sprintf(baseSpec, 1, 1)))); err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.store.GetStudy(ctx, "unit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := &hptype.Trial{Study: st.ID, Number: 1, State: hptype.TrialRunning, Params: hptype.Params{"lr": 0.25, "units": int64(8)},
+		Attempts: []hptype.Attempt{{Number: 1, Status: "running", StartedAt: time.Now()}}}
+	if err := b.store.CreateTrial(ctx, t1); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := succeed(ctx, hptype.SegmentRequest{Study: st.ID, Trial: 1, Attempt: 1, Params: t1.Params})
+	raw, err := json.Marshal(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ckpts.PutResult(ctx, st.ID+"/trial-1", 0, 1, raw); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := coordinator.Run(ctx, b.config(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Trials[1]
+	if got.State != hptype.TrialCompleted || got.Value == nil || *got.Value != 0.25 || len(got.Attempts) != 1 {
+		t.Fatalf("trial 1: %s value %v with %d attempts; want completed from the stored result, value 0.25, 1 attempt", got.State, got.Value, len(got.Attempts))
+	}
+	if runs := b.exec.runs(); runs[1] != 0 {
+		t.Fatalf("trial 1 ran %d times; its stored result should have been used", runs[1])
 	}
 }
