@@ -9,7 +9,6 @@ import (
 
 	"github.com/hpsearch/hpsearch/internal/hptype"
 	"github.com/hpsearch/hpsearch/internal/queue"
-	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
 // errCoordinatorDied marks an attempt that was running when the previous
@@ -62,7 +61,7 @@ func (c *coordinator) recordResult(ctx context.Context, t *hptype.Trial, a *hpty
 	sp := c.cfg.Spec
 	res := o.res
 	billed := time.Duration(res.Usage.BilledMS) * time.Millisecond
-	a.WallSeconds, a.CostUSD = billed.Seconds(), Cost(sp.Backend, billed)
+	a.WallSeconds, a.CostUSD = billed.Seconds(), sp.Backend.SegmentCost(billed)
 	a.ResourceTo = res.ResourceReached
 	t.Metrics = append(t.Metrics, res.Metrics...)
 	if res.Checkpoint != nil {
@@ -149,11 +148,11 @@ func (c *coordinator) recordLoss(ctx context.Context, t *hptype.Trial, a *hptype
 		// checkpoint. That much is priced; nothing counts as wasted.
 		wall = max(0, lostFrom.Sub(a.StartedAt))
 	}
-	a.WallSeconds, a.CostUSD = wall.Seconds(), Cost(sp.Backend, wall)
+	a.WallSeconds, a.CostUSD = wall.Seconds(), sp.Backend.SegmentCost(wall)
 	if !lost {
 		wasted := min(max(0, a.FinishedAt.Sub(lostFrom)), wall)
 		a.WastedSeconds = wasted.Seconds()
-		a.WastedCostUSD = Cost(sp.Backend, wasted) - sp.Backend.PricePerRequest
+		a.WastedCostUSD = wasted.Seconds() * sp.Backend.RatePerSecond()
 	}
 	a.Error = o.err.Error()
 	token := o.token
@@ -199,13 +198,6 @@ func (c *coordinator) recordLoss(ctx context.Context, t *hptype.Trial, a *hptype
 	a.Status = attemptError
 	t.State = hptype.TrialQueued
 	return TrialRetrying, func() error { return c.cfg.Queue.Nack(ctx, token, o.err.Error()) }
-}
-
-// Cost prices a billed duration on a backend: GB-seconds of the memory size
-// times the GB-second price, plus the price of one request.
-func Cost(b spec.Backend, billed time.Duration) float64 {
-	gb := float64(b.MemoryMB) / 1024
-	return billed.Seconds()*gb*b.PricePerGBSecond + b.PricePerRequest
 }
 
 func finalValue(ms []hptype.Metric, name string) (float64, bool) {

@@ -21,14 +21,9 @@ var (
 	trainerKeys = []string{"builtin", "command", "env", "dir", "timeout"}
 	samplerKeys = []string{"type", "seed"}
 	budgetKeys  = []string{"max_wall", "max_cost_usd"}
-	backendKeys = []string{"type", "memory_mb", "price_per_gb_second", "price_per_request", "max_runtime"}
 )
 
-const (
-	minMemoryMB = 128
-	maxMemoryMB = 10240
-	maxInt      = math.MaxInt
-)
+const maxInt = math.MaxInt
 
 // Load reads and decodes the space file at path.
 func Load(path string) (*Spec, error) {
@@ -73,6 +68,7 @@ func (d *decoder) spec(root *ast.MappingNode) *Spec {
 		Backend:        d.backend(o),
 	}
 	s.Checkpoint = d.checkpoint(o, s.Backend.MaxRuntime)
+	d.checkRemoteStore(o, s)
 	if s.Sampler.Type == Grid {
 		d.checkGrid(o, s, srcs)
 	}
@@ -286,36 +282,6 @@ func (d *decoder) nonNegativeDuration(f field) time.Duration {
 		d.errorf(f.pos(), "%s must not be negative, got %s; use 0 for no limit", f.label, t)
 	}
 	return t
-}
-
-func (d *decoder) backend(root *object) Backend {
-	b := Backend{
-		Type:             Local,
-		MemoryMB:         DefaultMemoryMB,
-		PricePerGBSecond: DefaultPricePerGBSecond,
-		PricePerRequest:  DefaultPricePerRequest,
-	}
-	o, ok := d.section(root, "backend", backendKeys)
-	if !ok {
-		return b
-	}
-	if f, ok := o.get("type"); ok {
-		typ, _ := d.enum(f, string(Local))
-		b.Type = BackendType(typ)
-	}
-	if f, ok := o.get("memory_mb"); ok {
-		b.MemoryMB, _ = d.intIn(f, minMemoryMB, maxMemoryMB)
-	}
-	if f, ok := o.get("price_per_gb_second"); ok {
-		b.PricePerGBSecond, _ = d.nonNegative(f)
-	}
-	if f, ok := o.get("price_per_request"); ok {
-		b.PricePerRequest, _ = d.nonNegative(f)
-	}
-	if f, ok := o.get("max_runtime"); ok {
-		b.MaxRuntime = d.maxRuntime(f)
-	}
-	return b
 }
 
 // checkGrid reports what makes a grid search impossible: float parameters

@@ -97,13 +97,34 @@ func (w *writer) run(s *Spec) {
 	w.line(0, "budget", "")
 	w.line(1, "max_wall", s.Budget.MaxWall.String())
 	w.line(1, "max_cost_usd", w.float(s.Budget.MaxCostUSD))
-	w.line(0, "backend", "")
-	w.line(1, "type", w.str(string(s.Backend.Type)))
-	w.line(1, "memory_mb", strconv.Itoa(s.Backend.MemoryMB))
-	w.line(1, "price_per_gb_second", w.float(s.Backend.PricePerGBSecond))
-	w.line(1, "price_per_request", w.float(s.Backend.PricePerRequest))
-	w.line(1, "max_runtime", s.Backend.MaxRuntime.String())
+	w.backend(&s.Backend)
 	w.checkpoint(&s.Checkpoint)
+}
+
+func (w *writer) backend(b *Backend) {
+	w.line(0, "backend", "")
+	w.line(1, "type", w.str(string(b.Type)))
+	switch b.Type {
+	case Lambda:
+		w.line(1, "function", w.str(b.Function))
+		if b.Region != "" {
+			w.line(1, "region", w.str(b.Region))
+		}
+		w.line(1, "architecture", w.str(b.Architecture))
+		w.line(1, "concurrency", strconv.Itoa(b.Concurrency))
+	case CloudRun:
+		w.line(1, "project", w.str(b.Project))
+		w.line(1, "region", w.str(b.Region))
+		w.line(1, "job", w.str(b.Job))
+		w.line(1, "vcpu", w.float(b.VCPU))
+		w.line(1, "gpus", strconv.Itoa(b.GPUs))
+		w.line(1, "price_per_vcpu_second", w.float(b.PricePerVCPUSecond))
+		w.line(1, "price_per_gpu_second", w.float(b.PricePerGPUSecond))
+	}
+	w.line(1, "memory_mb", strconv.Itoa(b.MemoryMB))
+	w.line(1, "price_per_gb_second", w.float(b.PricePerGBSecond))
+	w.line(1, "price_per_request", w.float(b.PricePerRequest))
+	w.line(1, "max_runtime", b.MaxRuntime.String())
 }
 
 func (w *writer) checkpoint(c *Checkpoint) {

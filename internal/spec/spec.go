@@ -153,25 +153,69 @@ type Budget struct {
 type BackendType string
 
 const (
+	// Local runs trials as processes on this machine.
 	Local BackendType = "local"
+	// Lambda runs each segment as an AWS Lambda invocation.
+	Lambda BackendType = "lambda"
+	// CloudRun runs each segment as a Google Cloud Run job execution.
+	CloudRun BackendType = "cloudrun"
 )
 
-// Backend says where trials run and what their compute costs.
+// Backend says where trials run and what their compute costs. A segment
+// billed for s seconds costs s x (MemoryMB/1024 x PricePerGBSecond + VCPU x
+// PricePerVCPUSecond + GPUs x PricePerGPUSecond) + PricePerRequest.
 type Backend struct {
 	// Type defaults to local.
 	Type BackendType
-	// MemoryMB is the memory size billed per trial. Defaults to 1024.
+	// MemoryMB is the memory size billed per segment. Defaults to 1024.
 	MemoryMB int
-	// PricePerGBSecond defaults to the AWS Lambda arm64 list price,
-	// 0.0000133334 USD.
+	// PricePerGBSecond defaults to the AWS Lambda list price for the
+	// architecture (arm64: 0.0000133334 USD, x86_64: 0.0000166667 USD; the
+	// local backend uses arm64's), and to Cloud Run's 0.000002 USD per
+	// GiB-second (list prices; override them for your region and discounts).
 	PricePerGBSecond float64
 	// PricePerRequest defaults to the AWS Lambda list price, 0.0000002 USD
-	// (0.20 USD per million requests).
+	// (0.20 USD per million requests); 0 on Cloud Run.
 	PricePerRequest float64
 	// MaxRuntime bounds one segment: a trial that needs longer is trained
 	// in several segments, each resuming from the last checkpoint. Zero
-	// means no bound (the local default); AWS Lambda's is 15 minutes.
+	// means no bound (the local default). Lambda: at most and by default 15
+	// minutes; Cloud Run: at most and by default 24 hours.
 	MaxRuntime time.Duration
+
+	// Function is the Lambda function's name or ARN (lambda; required).
+	Function string
+	// Region is the AWS or Google Cloud region (lambda: defaults to the
+	// AWS configuration's; cloudrun: required).
+	Region string
+	// Architecture is the Lambda function's: arm64 (default) or x86_64.
+	Architecture string
+	// Concurrency caps the invocations in flight for the function, over
+	// every study this coordinator runs (lambda; default 100).
+	Concurrency int
+
+	// Project and Job name the Cloud Run job (cloudrun; required).
+	Project, Job string
+	// VCPU is the job's CPU count (cloudrun; default 1).
+	VCPU float64
+	// GPUs is the job's GPU count (cloudrun; default 0).
+	GPUs int
+	// PricePerVCPUSecond defaults to Cloud Run's 0.000018 USD on cloudrun,
+	// 0 elsewhere.
+	PricePerVCPUSecond float64
+	// PricePerGPUSecond defaults to Cloud Run's L4 price, 0.0001867 USD, on
+	// cloudrun, 0 elsewhere.
+	PricePerGPUSecond float64
+}
+
+// SegmentCost prices a segment billed for the given duration.
+func (b Backend) SegmentCost(billed time.Duration) float64 {
+	return billed.Seconds()*b.RatePerSecond() + b.PricePerRequest
+}
+
+// RatePerSecond is what a second of a running segment costs.
+func (b Backend) RatePerSecond() float64 {
+	return float64(b.MemoryMB)/1024*b.PricePerGBSecond + b.VCPU*b.PricePerVCPUSecond + float64(b.GPUs)*b.PricePerGPUSecond
 }
 
 // Defaults, documented on the fields above.
@@ -179,11 +223,22 @@ const (
 	DefaultMemoryMB         = 1024
 	DefaultPricePerGBSecond = 0.0000133334
 	DefaultPricePerRequest  = 0.20 / 1e6
-	DefaultTimeout          = time.Hour
-	DefaultMaxConcurrency   = 1
-	DefaultCheckpointEvery  = time.Minute
-	DefaultKeepLast         = 2
-	DefaultMaxGrace         = 10 * time.Second
+
+	// AWS Lambda.
+	LambdaX86PricePerGBSecond = 0.0000166667
+	LambdaMaxRuntime          = 15 * time.Minute
+	DefaultLambdaConcurrency  = 100
+
+	// Google Cloud Run jobs (instance-based billing, tier 1 regions).
+	CloudRunPricePerVCPUSecond = 0.000018
+	CloudRunPricePerGBSecond   = 0.000002
+	CloudRunPricePerGPUSecond  = 0.0001867
+	CloudRunMaxRuntime         = 24 * time.Hour
+	DefaultTimeout             = time.Hour
+	DefaultMaxConcurrency      = 1
+	DefaultCheckpointEvery     = time.Minute
+	DefaultKeepLast            = 2
+	DefaultMaxGrace            = 10 * time.Second
 )
 
 // GraceOrDefault returns c.Grace, or its default for a backend with the
