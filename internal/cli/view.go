@@ -217,6 +217,10 @@ func printSummary(w io.Writer, sp *spec.Spec, res *coordinator.Result, logDir st
 	fmt.Fprintf(w, "  trials     %d completed, %d failed, %d interrupted, %d queued of %d\n", p.Completed, p.Failed, p.Interrupted, p.Queued, p.MaxTrials)
 	fmt.Fprintf(w, "  wall time  %s\n", formatDuration(res.Study.ElapsedSeconds))
 	fmt.Fprintf(w, "  cost       $%.6f (wasted on lost work: $%.6f; %s backend, %d MB)\n", p.CostUSD, p.WastedCostUSD, sp.Backend.Type, sp.Backend.MemoryMB)
+	if sp.Backend.Type != spec.Local {
+		fmt.Fprintf(w, "  billed     %s, of which %s measured by hpsearch (no platform report)\n", formatDuration(float64(p.BilledMS)/1000), formatDuration(float64(p.EstimatedMS)/1000))
+		fmt.Fprintf(w, "  throttled  %d invocations, retried\n", p.Throttles)
+	}
 	fmt.Fprintf(w, "  logs       %s\n", logDir+"/"+res.Study.Name)
 	if res.Reason != "" {
 		fmt.Fprintf(w, "  stopped    %s\n", res.Reason)

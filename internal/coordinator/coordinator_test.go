@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -448,5 +449,50 @@ func TestReconcilesAResultStoredWhileTheCoordinatorWasDown(t *testing.T) {
 	}
 	if runs := b.exec.runs(); runs[1] != 0 {
 		t.Fatalf("trial 1 ran %d times; its stored result should have been used", runs[1])
+	}
+}
+
+func TestWaitsForAnOrphanedFunctionInvocation(t *testing.T) {
+	b := setup(t, succeed)
+	ctx := context.Background()
+	remote := fmt.Sprintf(baseSpec, 2, 2) + "backend: {type: lambda, function: trainer, max_runtime: 1m}\ncheckpoint: {store: s3://bucket/ckpt}\n"
+	// Strip the local backend line of baseSpec: a space file has one backend.
+	remote = strings.Replace(remote, "backend: {memory_mb: 2048, price_per_gb_second: 0.001, price_per_request: 0.01}\n", "", 1)
+	if _, err := coordinator.Run(ctx, b.config(mustSpec(t, strings.Replace(remote, "max_trials: 2", "max_trials: 1", 1)))); err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.store.GetStudy(ctx, "unit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Trial 1's invocation was made by a coordinator that then died; the
+	// function is still running and stores its result a little later.
+	t1 := &hptype.Trial{Study: st.ID, Number: 1, State: hptype.TrialRunning, Params: hptype.Params{"lr": 0.125, "units": int64(8)},
+		Attempts: []hptype.Attempt{{Number: 1, Status: "running", StartedAt: time.Now()}}}
+	if err := b.store.CreateTrial(ctx, t1); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := succeed(ctx, hptype.SegmentRequest{Study: st.ID, Trial: 1, Attempt: 1, Params: t1.Params})
+	raw, err := json.Marshal(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		if err := b.ckpts.PutResult(ctx, st.ID+"/trial-1", 0, 1, raw); err != nil {
+			t.Error(err)
+		}
+	}()
+
+	res, err := coordinator.Run(ctx, b.config(mustSpec(t, remote)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Trials[1]
+	if got.State != hptype.TrialCompleted || *got.Value != 0.125 || len(got.Attempts) != 1 {
+		t.Fatalf("trial 1: %s with %d attempts; want completed from the orphan's result", got.State, len(got.Attempts))
+	}
+	if runs := b.exec.runs(); runs[1] != 0 {
+		t.Fatalf("trial 1 was invoked again %d times while its first invocation was still running", runs[1])
 	}
 }

@@ -76,11 +76,30 @@ func (c *coordinator) start(ctx, wctx context.Context, l queue.Lease) error {
 		return fmt.Errorf("start trial %d: %w", t.Number, err)
 	}
 	req := c.request(t, now)
-	sctx, cancel := context.WithCancel(ctx)
-	c.running[t.Number] = &inflight{cancel: cancel}
-	go c.execute(sctx, req, l)
+	c.launch(ctx, t.Number, l.Token, l.Attempt, func(ctx context.Context) (hptype.SegmentResult, error) {
+		return c.cfg.Executor.Run(ctx, req)
+	})
 	c.emit(TrialStarted, t, "")
 	return nil
+}
+
+// launch runs a segment in its own goroutine, extending its lease while it
+// runs, and hands the outcome to the coordinator's goroutine.
+func (c *coordinator) launch(ctx context.Context, trial int, token string, failures int, run func(context.Context) (hptype.SegmentResult, error)) {
+	sctx, cancel := context.WithCancel(ctx)
+	c.running[trial] = &inflight{cancel: cancel}
+	go func() {
+		hctx, stopHeartbeat := context.WithCancelCause(sctx)
+		go c.heartbeat(hctx, token, stopHeartbeat)
+		start := time.Now()
+		res, err := run(hctx)
+		wall := time.Since(start)
+		if cause := context.Cause(hctx); err == nil && errors.Is(cause, queue.ErrLeaseLost) {
+			err = cause
+		}
+		stopHeartbeat(nil)
+		c.results <- outcome{number: trial, token: token, failures: failures, res: res, err: err, wall: wall}
+	}()
 }
 
 func formatSeconds(s float64) string {
@@ -140,21 +159,6 @@ func TrialSeed(seed int64, trial int) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%d", seed, trial)
 	return int64(h.Sum64() & math.MaxInt64)
-}
-
-// execute runs one segment, extending its lease while it runs, and hands
-// the outcome to the coordinator's goroutine.
-func (c *coordinator) execute(ctx context.Context, req hptype.SegmentRequest, l queue.Lease) {
-	hctx, stopHeartbeat := context.WithCancelCause(ctx)
-	go c.heartbeat(hctx, l.Token, stopHeartbeat)
-	start := time.Now()
-	res, err := c.cfg.Executor.Run(hctx, req)
-	wall := time.Since(start)
-	if cause := context.Cause(hctx); err == nil && errors.Is(cause, queue.ErrLeaseLost) {
-		err = cause
-	}
-	stopHeartbeat(nil)
-	c.results <- outcome{number: req.Trial, token: l.Token, failures: l.Attempt, res: res, err: err, wall: wall}
 }
 
 // heartbeat extends a lease at 0.8 x the visibility timeout; if the lease is

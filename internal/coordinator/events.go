@@ -48,6 +48,13 @@ type Progress struct {
 	// interrupted or retried).
 	WastedCostUSD  float64 `json:"wasted_cost_usd"`
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	// Throttles counts the invocations the platform refused for lack of
+	// capacity and hpsearch retried; they cost nothing and fail nothing.
+	Throttles int `json:"throttles"`
+	// BilledMS is the billed time over all attempts; EstimatedMS is the
+	// part of it hpsearch measured because the platform reported none.
+	BilledMS    int64 `json:"billed_ms"`
+	EstimatedMS int64 `json:"estimated_ms"`
 	// Best is the best completed trial so far, if any.
 	Best *hptype.Trial `json:"best,omitempty"`
 }

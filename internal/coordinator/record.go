@@ -62,6 +62,7 @@ func (c *coordinator) recordResult(ctx context.Context, t *hptype.Trial, a *hpty
 	res := o.res
 	billed := time.Duration(res.Usage.BilledMS) * time.Millisecond
 	a.WallSeconds, a.CostUSD = billed.Seconds(), sp.Backend.SegmentCost(billed)
+	a.BilledEstimated, a.Throttles = res.Usage.Estimated, res.Usage.Throttles
 	a.ResourceTo = res.ResourceReached
 	t.Metrics = append(t.Metrics, res.Metrics...)
 	if res.Checkpoint != nil {
@@ -149,6 +150,7 @@ func (c *coordinator) recordLoss(ctx context.Context, t *hptype.Trial, a *hptype
 		wall = max(0, lostFrom.Sub(a.StartedAt))
 	}
 	a.WallSeconds, a.CostUSD = wall.Seconds(), sp.Backend.SegmentCost(wall)
+	a.BilledEstimated = true
 	if !lost {
 		wasted := min(max(0, a.FinishedAt.Sub(lostFrom)), wall)
 		a.WastedSeconds = wasted.Seconds()

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hpsearch/hpsearch/internal/hptype"
 	"github.com/hpsearch/hpsearch/internal/queue"
+	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
 // recover brings the trials of an earlier run to a state this run can go
@@ -50,18 +52,58 @@ func (c *coordinator) recover(ctx context.Context) error {
 
 func (c *coordinator) recoverRunning(ctx context.Context, t *hptype.Trial) error {
 	a := &t.Attempts[len(t.Attempts)-1]
-	res, err := c.cfg.Checkpoints.Result(ctx, c.prefix(t.Number), a.Segment, a.Number)
+	prefix := c.prefix(t.Number)
+	res, err := c.cfg.Checkpoints.Result(ctx, prefix, a.Segment, a.Number)
 	if err != nil {
 		c.cfg.Logger.Warn("could not read a stored segment result; the segment will run again", "trial", t.Number, "error", err)
 	}
 	o := outcome{number: t.Number, token: t.LeaseToken}
-	if res != nil {
+	switch {
+	case res != nil:
 		// The segment finished while no coordinator was there to hear it.
 		o.res = *res
-	} else {
+	case c.cfg.Spec.Backend.Type != spec.Local && c.cfg.Now().Before(c.orphanDeadline(a)):
+		// A function invocation outlives the coordinator that made it: wait
+		// for its result rather than run the segment twice.
+		c.cfg.Logger.Info("waiting for the result of a segment started before a restart", "trial", t.Number, "segment", a.Segment, "attempt", a.Number)
+		c.launch(ctx, t.Number, t.LeaseToken, 1, func(ctx context.Context) (hptype.SegmentResult, error) {
+			return c.awaitResult(ctx, prefix, a.Segment, a.Number, c.orphanDeadline(a))
+		})
+		return nil
+	default:
 		o.err = errCoordinatorDied
 	}
 	return c.handle(ctx, o, "")
+}
+
+// orphanDeadline is when a segment started by an earlier coordinator must
+// have stored its result: its deadline, plus a minute for the platform.
+func (c *coordinator) orphanDeadline(a *hptype.Attempt) time.Time {
+	return a.StartedAt.Add(c.cfg.Spec.Backend.MaxRuntime + time.Minute)
+}
+
+// awaitResult polls the checkpoint store for a segment's stored result
+// until the deadline.
+func (c *coordinator) awaitResult(ctx context.Context, prefix string, segment, attempt int, deadline time.Time) (hptype.SegmentResult, error) {
+	tick := time.NewTicker(max(c.cfg.PollInterval, time.Second))
+	defer tick.Stop()
+	for {
+		res, err := c.cfg.Checkpoints.Result(ctx, prefix, segment, attempt)
+		switch {
+		case err != nil:
+			c.cfg.Logger.Warn("could not read a stored segment result", "prefix", prefix, "error", err)
+		case res != nil:
+			return *res, nil
+		}
+		if c.cfg.Now().After(deadline) {
+			return hptype.SegmentResult{}, errCoordinatorDied
+		}
+		select {
+		case <-ctx.Done():
+			return hptype.SegmentResult{}, context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
 }
 
 // requeue makes sure a queued trial's job can be leased: it enqueues the job

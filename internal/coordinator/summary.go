@@ -25,6 +25,12 @@ func Summarize(obj spec.Objective, maxTrials int, elapsedSeconds float64, trials
 		for _, a := range t.Attempts {
 			p.CostUSD += a.CostUSD
 			p.WastedCostUSD += a.WastedCostUSD
+			p.Throttles += a.Throttles
+			ms := int64(a.WallSeconds * 1000)
+			p.BilledMS += ms
+			if a.BilledEstimated {
+				p.EstimatedMS += ms
+			}
 		}
 		if Better(obj, t, p.Best) {
 			p.Best = t

@@ -118,6 +118,11 @@ type Attempt struct {
 	Error        string    `json:"error,omitempty"`
 	WallSeconds  float64   `json:"wall_seconds"`
 	CostUSD      float64   `json:"cost_usd"`
+	// BilledEstimated says the billed time was measured by hpsearch, not
+	// reported by the platform.
+	BilledEstimated bool `json:"billed_estimated,omitempty"`
+	// Throttles counts the platform's refusals before the attempt ran.
+	Throttles int `json:"throttles,omitempty"`
 	// WastedSeconds and WastedCostUSD are the part of the attempt whose
 	// work was lost: done after its last checkpoint and not kept.
 	WastedSeconds float64 `json:"wasted_seconds"`

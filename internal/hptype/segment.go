@@ -97,9 +97,16 @@ const (
 
 // Usage is what a segment consumed.
 type Usage struct {
-	WallMS          int64 `json:"wall_ms"`
+	WallMS int64 `json:"wall_ms"`
+	// BilledMS is the billed duration: the platform's own figure where it
+	// reports one (a Lambda REPORT line), else the measured duration
+	// rounded up to the millisecond, and then Estimated is set.
 	BilledMS        int64 `json:"billed_ms"`
+	Estimated       bool  `json:"estimated,omitempty"`
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+	// Throttles counts the times the platform refused the invocation for
+	// lack of capacity before it ran (a Lambda 429).
+	Throttles int `json:"throttles,omitempty"`
 }
 
 // SegmentResult is a trainer's answer to a SegmentRequest.
