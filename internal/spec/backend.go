@@ -23,7 +23,10 @@ var (
 
 const (
 	minMemoryMB = 128
-	maxMemoryMB = 10240
+	// maxMemoryMB is Lambda's limit (and the local default's);
+	// maxCloudRunMemoryMB is Cloud Run's (8 vCPU, or a GPU).
+	maxMemoryMB         = 10240
+	maxCloudRunMemoryMB = 32768
 )
 
 // backendDefaults are a backend type's defaults.
@@ -64,7 +67,11 @@ func (d *decoder) backend(root *object) Backend {
 		}
 	}
 	if f, ok := o.get("memory_mb"); ok {
-		b.MemoryMB, _ = d.intIn(f, minMemoryMB, maxMemoryMB)
+		limit := int64(maxMemoryMB)
+		if typ == CloudRun {
+			limit = maxCloudRunMemoryMB
+		}
+		b.MemoryMB, _ = d.intIn(f, minMemoryMB, limit)
 	}
 	if f, ok := o.get("price_per_gb_second"); ok {
 		b.PricePerGBSecond, _ = d.nonNegative(f)

@@ -23,7 +23,7 @@ func TestDecodeBackends(t *testing.T) {
 		s := defaults(floatX)
 		s.Backend = Backend{
 			Type: CloudRun, Project: "my-project", Region: "europe-west1", Job: "hpsearch-trainer", VCPU: 2, GPUs: 1,
-			MemoryMB: 4096, PricePerGBSecond: CloudRunPricePerGBSecond, PricePerVCPUSecond: CloudRunPricePerVCPUSecond,
+			MemoryMB: 16384, PricePerGBSecond: CloudRunPricePerGBSecond, PricePerVCPUSecond: CloudRunPricePerVCPUSecond,
 			PricePerGPUSecond: CloudRunPricePerGPUSecond, MaxRuntime: CloudRunMaxRuntime,
 		}
 		s.Checkpoint = defaultCheckpoint
@@ -35,7 +35,7 @@ func TestDecodeBackends(t *testing.T) {
 			"backend: {type: lambda, function: hpsearch-trainer, region: eu-west-1, architecture: x86_64, concurrency: 8, memory_mb: 2048, max_runtime: 5m}",
 			"checkpoint: {store: s3://bucket/ckpt}"), lambda},
 		{"cloudrun", minimal("  x: {type: float, min: 0, max: 1}") + lines(
-			"backend: {type: cloudrun, project: my-project, region: europe-west1, job: hpsearch-trainer, vcpu: 2, gpus: 1, memory_mb: 4096}",
+			"backend: {type: cloudrun, project: my-project, region: europe-west1, job: hpsearch-trainer, vcpu: 2, gpus: 1, memory_mb: 16384}",
 			"checkpoint: {store: s3://bucket/ckpt}"), cloudrun},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -167,7 +167,8 @@ const (
 type Backend struct {
 	// Type defaults to local.
 	Type BackendType
-	// MemoryMB is the memory size billed per segment. Defaults to 1024.
+	// MemoryMB is the memory size billed per segment: 128 to 10240 (32768
+	// on cloudrun). Defaults to 1024.
 	MemoryMB int
 	// PricePerGBSecond defaults to the AWS Lambda list price for the
 	// architecture (arm64: 0.0000133334 USD, x86_64: 0.0000166667 USD; the
