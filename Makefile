@@ -2,16 +2,45 @@ GO ?= go
 BENCHTIME ?= 2s
 BENCHCOUNT ?= 3
 
-.PHONY: build test bench bench-blob lint fuzz
+.PHONY: build test test-integration bench bench-blob lint fuzz lambda-zip localstack-up localstack-down
+
+# The trainer's Lambda bootstrap: static, for the provided.al2023 runtime.
+LAMBDA_ARCHS ?= arm64 amd64
+LAMBDA_BUILD_FLAGS = -tags lambda.norpc -trimpath -ldflags='-s -w'
 
 ## build: compile the hpsearch binary into bin/
 build:
 	$(GO) build -o bin/hpsearch ./cmd/hpsearch
 
-## test: every test, including the crash (kill -9) test and the CLI scripts,
-## with a local S3 (moto_server, started and stopped by scripts/with-moto)
+## test: every test, including the crash (kill -9) test, the CLI scripts and
+## the integration tests, against the local stack (moto_server's S3 and the
+## Lambda front over aws-lambda-rie, started and stopped by scripts/with-stack)
 test:
-	bash scripts/with-moto $(GO) test -count=1 ./...
+	bash scripts/with-stack $(GO) test -count=1 -tags integration ./...
+
+## test-integration: only the integration tests, against the local stack (or
+## the one AWS_ENDPOINT_URL names, e.g. after eval "$$(localstack/stack env)")
+test-integration:
+	bash scripts/with-stack $(GO) test -count=1 -tags integration -run Integration ./...
+
+## lambda-zip: the trainer's Lambda deployment packages,
+## dist/trainer-lambda-{arm64,amd64}.zip (bootstrap in dist/lambda/ARCH/)
+lambda-zip:
+	@set -e; for arch in $(LAMBDA_ARCHS); do \
+		echo "building dist/lambda/$$arch/bootstrap"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build $(LAMBDA_BUILD_FLAGS) -o dist/lambda/$$arch/bootstrap ./functions/trainer/cmd/bootstrap; \
+		$(GO) run ./scripts/lambdazip -o dist/trainer-lambda-$$arch.zip dist/lambda/$$arch/bootstrap; \
+		echo "wrote dist/trainer-lambda-$$arch.zip"; \
+	done
+
+## localstack-up: start the local stack in the background (see localstack/README.md);
+## eval "$$(localstack/stack env)" then points a shell at it
+localstack-up:
+	bash localstack/stack up
+
+## localstack-down: stop the local stack
+localstack-down:
+	bash localstack/stack down
 
 ## bench: every benchmark (figures go to docs/benchmarks.md), S3 on moto_server
 bench:

@@ -55,7 +55,7 @@ func (s *segment) restore(ctx context.Context, dst checkpoint.Destination) (*che
 	case errors.Is(err, checkpoint.ErrNoCheckpoint):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("restore the trial's checkpoint: %w", err)
+		return nil, retryable{fmt.Errorf("restore the trial's checkpoint: %w", err)}
 	}
 	s.res.ResumedFrom = m.Ref()
 	s.res.ResourceReached = m.Resource
@@ -111,7 +111,7 @@ func (s *segment) save(ctx context.Context, resource float64, shards []checkpoin
 		Metrics:  s.res.Metrics,
 	}, shards)
 	if err != nil {
-		return fmt.Errorf("write checkpoint at %s %g: %w", s.unit(), resource, err)
+		return retryable{fmt.Errorf("write checkpoint at %s %g: %w", s.unit(), resource, err)}
 	}
 	s.seq++
 	s.saved = time.Now()

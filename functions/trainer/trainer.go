@@ -63,6 +63,8 @@ func Run(ctx context.Context, req hptype.SegmentRequest) hptype.SegmentResult {
 	status, err := s.run(ctx)
 	if err != nil {
 		s.res.Status, s.res.Error = hptype.SegmentFailed, err.Error()
+		var r retryable
+		s.res.Retryable = errors.As(err, &r)
 	} else {
 		s.res.Status = status
 	}
@@ -84,7 +86,7 @@ func (s *segment) run(ctx context.Context) (hptype.SegmentStatus, error) {
 	if cp := req.Checkpoint; cp != nil {
 		b, err := bloburl.Open(ctx, cp.Store)
 		if err != nil {
-			return "", fmt.Errorf("open the checkpoint store: %w", err)
+			return "", retryable{fmt.Errorf("open the checkpoint store: %w", err)}
 		}
 		s.store = checkpoint.New(b)
 	}
@@ -157,3 +159,10 @@ func usage(wall time.Duration) hptype.Usage {
 	}
 	return u
 }
+
+// retryable marks an error that is not the workload's: the checkpoint
+// store failed, so the segment may succeed when run again.
+type retryable struct{ err error }
+
+func (r retryable) Error() string { return r.err.Error() }
+func (r retryable) Unwrap() error { return r.err }

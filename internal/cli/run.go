@@ -14,7 +14,6 @@ import (
 	"github.com/hpsearch/hpsearch/internal/blob/bloburl"
 	"github.com/hpsearch/hpsearch/internal/checkpoint"
 	"github.com/hpsearch/hpsearch/internal/coordinator"
-	"github.com/hpsearch/hpsearch/internal/executor/local"
 	"github.com/hpsearch/hpsearch/internal/hptype"
 	"github.com/hpsearch/hpsearch/internal/spec"
 )
@@ -52,10 +51,6 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 	if err != nil {
 		return usageError(err)
 	}
-	exec, err := local.New(local.Config{})
-	if err != nil {
-		return err
-	}
 	st, err := g.openState()
 	if err != nil {
 		return err
@@ -70,6 +65,12 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
 	}
+	logger := newLogger(g.stderr)
+	exec, closeExec, err := newExecutor(ctx, sp, ckpts, logger)
+	if err != nil {
+		return &exitError{code: ExitFailed, err: err}
+	}
+	defer closeExec()
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -89,7 +90,7 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 		Executor:    exec,
 		Checkpoints: ckpts,
 		LogDir:      st.LogDir,
-		Logger:      newLogger(g.stderr),
+		Logger:      logger,
 		OnEvent:     view.event,
 		MaxAttempts: queueConfig.MaxAttempts,
 	})

@@ -290,6 +290,10 @@ func TestWorkloadFailureAndMissingMetric(t *testing.T) {
 			res.Status, res.Error = hptype.SegmentFailed, "diverged"
 		case 1:
 			res.Metrics = []hptype.Metric{{Step: 1, Name: "loss", Value: 1}}
+		case 2:
+			if req.Attempt == 1 {
+				res.Status, res.Error, res.Retryable = hptype.SegmentFailed, "checkpoint store unreachable", true
+			}
 		}
 		return res, nil
 	})
@@ -302,6 +306,9 @@ func TestWorkloadFailureAndMissingMetric(t *testing.T) {
 	}
 	if tr := res.Trials[1]; tr.State != hptype.TrialFailed || tr.Error == "" {
 		t.Fatalf("trial 1: %s %q; want failed for the missing metric", tr.State, tr.Error)
+	}
+	if tr := res.Trials[2]; tr.State != hptype.TrialCompleted || len(tr.Attempts) != 2 || tr.Attempts[0].Status != "error" {
+		t.Fatalf("trial 2: %s with attempts %+v; want a retryable failure retried, then completed", tr.State, tr.Attempts)
 	}
 }
 

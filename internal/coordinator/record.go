@@ -35,6 +35,11 @@ func (c *coordinator) handle(ctx context.Context, o outcome, stopReason string) 
 		c.cfg.Logger.Warn("ignoring a late result", "trial", o.number)
 		return nil
 	}
+	if o.err == nil && o.res.Status == hptype.SegmentFailed && o.res.Retryable {
+		// Not the workload's failure: retry it like a crashed trainer.
+		o.wall = time.Duration(o.res.Usage.BilledMS) * time.Millisecond
+		o.err = fmt.Errorf("the segment failed outside the workload: %s", o.res.Error)
+	}
 	a := &t.Attempts[len(t.Attempts)-1]
 	if !errors.Is(o.err, errCoordinatorDied) {
 		a.FinishedAt = c.cfg.Now().UTC()

@@ -128,7 +128,11 @@ type SegmentResult struct {
 	// checkpoint it skipped.
 	Warnings []string `json:"warnings,omitempty"`
 	Error    string   `json:"error,omitempty"`
-	Usage    Usage    `json:"usage"`
+	// Retryable marks a failed segment whose failure was not the
+	// workload's (the checkpoint store unreachable, the deadline reached
+	// while saving): running it again from the last checkpoint may succeed.
+	Retryable bool  `json:"retryable,omitempty"`
+	Usage     Usage `json:"usage"`
 }
 
 // Duration is a time.Duration that reads and writes JSON as a Go duration
