@@ -1,10 +1,13 @@
-// Package search proposes the parameters of trials: the Sampler contract and
-// the random, grid and scrambled Sobol samplers.
+// Package search proposes the parameters of trials: the Sampler contract,
+// the random, grid and scrambled Sobol samplers, and the model-based TPE,
+// GP-BO and CMA-ES samplers.
 //
-// Every sampler is a pure function of the space, the seed and the trial
-// number: it keeps no state that changes between calls, so trials can be
-// sampled in any order, concurrently, and again after a restart, and always
-// get the same parameters.
+// Every sampler keeps no state that changes between calls: random, sobol
+// and grid are pure functions of the space, the seed and the trial number;
+// the model-based samplers are pure functions of those and of the trials
+// numbered before n in the history, so a restarted coordinator gets the
+// same proposals. They treat pending trials (queued, running) as bad
+// results (a constant liar), so many proposals made at once spread out.
 //
 // Parameters are visited in declaration order. A parameter whose When
 // conditions do not all hold for the values chosen before it is absent from
@@ -33,6 +36,11 @@
 //     single choice, absent, so the grid holds each distinct combination of
 //     active parameters once. Past the last point it returns ErrExhausted;
 //     GridSize counts the points. The seed plays no part.
+//   - tpe and tpe-multivariate: the Tree-structured Parzen Estimator (see
+//     tpe.go), after 10 random trials.
+//   - gp: Gaussian-process Bayesian optimisation with a Matérn 5/2 kernel
+//     and expected improvement (see gp.go), for float and int parameters.
+//   - cmaes: CMA-ES (see cmaes.go), for float and int parameters.
 package search
 
 import (
@@ -84,8 +92,14 @@ func New(s *spec.Spec) (Sampler, error) {
 			return nil, err
 		}
 		return g, nil
+	case spec.TPE, spec.TPEMultivariate:
+		return newTPE(s)
+	case spec.GP:
+		return newGPSampler(sp, s)
+	case spec.CMAES:
+		return newCMASampler(sp, s)
 	}
-	return nil, fmt.Errorf("unknown sampler %q: want %q, %q or %q", s.Sampler.Type, spec.Random, spec.Grid, spec.Sobol)
+	return nil, fmt.Errorf("unknown sampler %q: want random, grid, sobol, tpe, tpe-multivariate, gp or cmaes", s.Sampler.Type)
 }
 
 // space is a validated list of parameters, prepared for sampling.

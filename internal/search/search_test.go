@@ -107,7 +107,7 @@ func TestNew(t *testing.T) {
 		{name: "sobol", typ: spec.Sobol, params: mixedSpace()},
 		{name: "grid", typ: spec.Grid, params: mixedSpace()},
 		{name: "empty space", typ: spec.Sobol},
-		{name: "unknown sampler", typ: "tpe", params: mixedSpace(), wantErr: `unknown sampler "tpe"`},
+		{name: "unknown sampler", typ: "bayes", params: mixedSpace(), wantErr: `unknown sampler "bayes"`},
 		{name: "grid float without points", typ: spec.Grid,
 			params:  []spec.Param{{Name: "lr", Type: spec.Float, Min: 0, Max: 1}},
 			wantErr: `float parameter "lr" has no points`},

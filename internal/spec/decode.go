@@ -220,7 +220,7 @@ func (d *decoder) sampler(root *object) Sampler {
 		return s
 	}
 	if f, ok := o.get("type"); ok {
-		typ, _ := d.enum(f, string(Random), string(Grid), string(Sobol))
+		typ, _ := d.enum(f, string(Random), string(Grid), string(Sobol), string(TPE), string(TPEMultivariate), string(GP), string(CMAES))
 		s.Type = SamplerType(typ)
 	}
 	if f, ok := o.get("seed"); ok {

@@ -242,6 +242,15 @@ var validCases = []validCase{
 		}(),
 	},
 	{
+		name: "tpe sampler",
+		yaml: minimal("  x: {type: float, min: 0, max: 1}") + "sampler: {type: tpe-multivariate, seed: 7}\n",
+		want: func() *Spec {
+			s := defaults(floatX)
+			s.Sampler = Sampler{Type: TPEMultivariate, Seed: 7}
+			return s
+		}(),
+	},
+	{
 		name: "document marker, comments and quoted keys",
 		yaml: lines(
 			"# a study",
@@ -470,7 +479,7 @@ var invalidCases = []invalidCase{
 
 	// Sampler, budget and backend.
 	{"unknown sampler", minimal("  x: {type: float, min: 0, max: 1}") + "sampler: {type: bayes}\n",
-		"space.yaml:7:17", "sampler.type must be random, grid or sobol, got \"bayes\""},
+		"space.yaml:7:17", "sampler.type must be random, grid, sobol, tpe, tpe-multivariate, gp or cmaes, got \"bayes\""},
 	{"seed not an integer", minimal("  x: {type: float, min: 0, max: 1}") + "sampler: {seed: abc}\n",
 		"space.yaml:7:17", `sampler.seed must be an integer, got string "abc"`},
 	{"grid without points", minimal("  x: {type: float, min: 0, max: 1}") + "sampler: {type: grid}\n",

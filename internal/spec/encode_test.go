@@ -160,7 +160,7 @@ func TestEncodeInvalid(t *testing.T) {
 		{"step on float", func(s *Spec) { s.Params[0].Step = 2 }, `key "step" does not apply to a float parameter`},
 		{"env on builtin", func(s *Spec) { s.Trainer.Env = map[string]string{"A": "b"} }, "trainer.env applies only to a command trainer"},
 		{"command without dir", func(s *Spec) { s.Trainer = Trainer{Command: []string{"a"}, Timeout: time.Hour} }, "trainer.dir must not be empty"},
-		{"no sampler type", func(s *Spec) { s.Sampler.Type = "" }, "sampler.type must be random, grid or sobol"},
+		{"no sampler type", func(s *Spec) { s.Sampler.Type = "" }, "sampler.type must be random, grid, sobol, tpe, tpe-multivariate, gp or cmaes"},
 		{"key injection", func(s *Spec) { s.Params[0].Name = "x: {type: float, min: 0, max: 1}\n  y" }, `parameter name "x: {type`},
 	}
 	for _, tc := range tests {

@@ -130,9 +130,13 @@ type Trainer struct {
 type SamplerType string
 
 const (
-	Random SamplerType = "random"
-	Grid   SamplerType = "grid"
-	Sobol  SamplerType = "sobol"
+	Random          SamplerType = "random"
+	Grid            SamplerType = "grid"
+	Sobol           SamplerType = "sobol"
+	TPE             SamplerType = "tpe"
+	TPEMultivariate SamplerType = "tpe-multivariate"
+	GP              SamplerType = "gp"
+	CMAES           SamplerType = "cmaes"
 )
 
 // Sampler chooses how trials' parameters are proposed.
