@@ -105,16 +105,37 @@ func (v *view) event(e coordinator.Event) {
 func (v *view) status() {
 	p := v.last
 	elapsed := p.ElapsedSeconds + time.Since(v.since).Seconds()
-	fmt.Fprintf(v.w, "\r\033[K%s", statusLine(v.sp, p, elapsed))
+	fmt.Fprintf(v.w, "\r\033[K%s", fit(statusLine(v.sp, p, elapsed), v.width()))
 	v.drawn = true
 }
 
-func statusLine(sp *spec.Spec, p coordinator.Progress, elapsed float64) string {
-	s := fmt.Sprintf("trials %d/%d done, %d running, %d failed", p.Completed, p.MaxTrials, p.Running, p.Failed)
-	if p.Best != nil {
-		s += fmt.Sprintf(" | best %s %.4f (trial %d)", sp.Objective.Metric, *p.Best.Value, p.Best.Number)
+// width is the terminal's width, so the status line never wraps.
+func (v *view) width() int {
+	if f, ok := v.w.(*os.File); ok {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 1 {
+			return w - 1
+		}
 	}
-	return s + fmt.Sprintf(" | %s | $%.6f", formatDuration(elapsed), p.CostUSD)
+	return 120
+}
+
+// fit cuts s to at most n runes.
+func fit(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:max(n-1, 0)]) + "…"
+}
+
+// statusLine is the live status: progress, time, cost, and the best trial
+// so far with its parameters (last, so a narrow terminal cuts them first).
+func statusLine(sp *spec.Spec, p coordinator.Progress, elapsed float64) string {
+	s := fmt.Sprintf("trials %d/%d done, %d running, %d failed | %s | $%.6f", p.Completed, p.MaxTrials, p.Running, p.Failed, formatDuration(elapsed), p.CostUSD)
+	if p.Best != nil {
+		s += fmt.Sprintf(" | best %s %.4f (trial %d: %s)", sp.Objective.Metric, *p.Best.Value, p.Best.Number, formatParams(sp, p.Best.Params))
+	}
+	return s
 }
 
 func (v *view) describe(e coordinator.Event) string {
