@@ -234,7 +234,7 @@ func nestedLoops(params []spec.Param) []hptype.Params {
 		}
 		p := params[i]
 		for _, c := range p.When {
-			if v, ok := cur[c.Param]; !ok || !slices.ContainsFunc(c.Values, func(w any) bool { return equal(v, w) }) {
+			if v, ok := cur[c.Param]; !ok || !slices.ContainsFunc(c.Values, func(w any) bool { return spec.SameValue(v, w) }) {
 				loop(i+1, cur)
 				return
 			}

@@ -263,27 +263,11 @@ func (p *param) active(vals []any) bool {
 
 func oneOf(v any, values []any) bool {
 	for _, w := range values {
-		if equal(v, w) {
+		if spec.SameValue(v, w) {
 			return true
 		}
 	}
 	return false
-}
-
-// equal compares two parameter values, numbers by value whatever their
-// kind: int64(3) equals float64(3).
-func equal(a, b any) bool {
-	if x, ok := a.(int64); ok {
-		if y, ok := b.(int64); ok {
-			return x == y // exact beyond 2^53
-		}
-	}
-	x, aNum := number(a)
-	y, bNum := number(b)
-	if aNum || bNum {
-		return aNum && bNum && x == y
-	}
-	return a == b
 }
 
 // number returns v as a float64 if it is a number.

@@ -395,8 +395,8 @@ func TestEqual(t *testing.T) {
 		{false, "false", false},
 	}
 	for _, tt := range tests {
-		if got := equal(tt.a, tt.b); got != tt.want {
-			t.Errorf("equal(%#v, %#v) = %v, want %v", tt.a, tt.b, got, tt.want)
+		if got := spec.SameValue(tt.a, tt.b); got != tt.want {
+			t.Errorf("SameValue(%#v, %#v) = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
 	}
 }

@@ -317,7 +317,7 @@ func (p *param) coord(v any) (x float64, ok bool) {
 	}
 	if p.Type == spec.Categorical {
 		for i, w := range p.Values {
-			if equal(v, w) {
+			if spec.SameValue(v, w) {
 				return float64(i), true
 			}
 		}

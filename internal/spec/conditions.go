@@ -116,9 +116,9 @@ func (c *condChecker) names() []string {
 func (p *Param) canTake(v any) bool {
 	switch p.Type {
 	case Categorical:
-		return slices.ContainsFunc(p.Values, func(x any) bool { return equalValues(x, v) })
+		return slices.ContainsFunc(p.Values, func(x any) bool { return SameValue(x, v) })
 	case Constant:
-		return equalValues(p.Value, v)
+		return SameValue(p.Value, v)
 	case Int:
 		f, ok := asFloat(v)
 		if !ok || f < p.Min || f > p.Max || f != float64(int64(f)) {

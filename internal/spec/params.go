@@ -244,7 +244,7 @@ func (d *decoder) categories(o *object) []any {
 		if !ok {
 			continue
 		}
-		if slices.ContainsFunc(values, func(x any) bool { return equalValues(x, v) }) {
+		if slices.ContainsFunc(values, func(x any) bool { return SameValue(x, v) }) {
 			d.errorf(it.pos(), "%s: duplicate value %s; remove it", it.label, show(v))
 		}
 		values = append(values, v)

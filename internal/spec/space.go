@@ -27,7 +27,7 @@ func (s *Spec) ParamByName(name string) (*Param, bool) {
 func (p *Param) Active(params hptype.Params) bool {
 	for _, c := range p.When {
 		v, ok := params[c.Param]
-		if !ok || !slices.ContainsFunc(c.Values, func(x any) bool { return equalValues(x, v) }) {
+		if !ok || !slices.ContainsFunc(c.Values, func(x any) bool { return SameValue(x, v) }) {
 			return false
 		}
 	}
@@ -99,9 +99,9 @@ func (s *Spec) GridSize() (int, error) {
 	return int(size), nil
 }
 
-// equalValues compares parameter values: numbers by value whatever their
+// SameValue compares parameter values: numbers by value whatever their
 // type, strings and booleans as themselves.
-func equalValues(a, b any) bool {
+func SameValue(a, b any) bool {
 	switch x := a.(type) {
 	case string:
 		y, ok := b.(string)
