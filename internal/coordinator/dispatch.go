@@ -76,7 +76,7 @@ func (c *coordinator) start(ctx, wctx context.Context, l queue.Lease) error {
 		return fmt.Errorf("start trial %d: %w", t.Number, err)
 	}
 	req := c.request(t, now)
-	c.launch(ctx, t.Number, l.Token, l.Attempt, func(ctx context.Context) (hptype.SegmentResult, error) {
+	c.launch(ctx, t.Number, l.Token, l.Attempt, true, func(ctx context.Context) (hptype.SegmentResult, error) {
 		return c.cfg.Executor.Run(ctx, req)
 	})
 	c.emit(TrialStarted, t, "")
@@ -84,13 +84,16 @@ func (c *coordinator) start(ctx, wctx context.Context, l queue.Lease) error {
 }
 
 // launch runs a segment in its own goroutine, extending its lease while it
-// runs, and hands the outcome to the coordinator's goroutine.
-func (c *coordinator) launch(ctx context.Context, trial int, token string, failures int, run func(context.Context) (hptype.SegmentResult, error)) {
+// runs if heartbeat is set, and hands the outcome to the coordinator's
+// goroutine.
+func (c *coordinator) launch(ctx context.Context, trial int, token string, failures int, heartbeat bool, run func(context.Context) (hptype.SegmentResult, error)) {
 	sctx, cancel := context.WithCancel(ctx)
 	c.running[trial] = &inflight{cancel: cancel}
 	go func() {
 		hctx, stopHeartbeat := context.WithCancelCause(sctx)
-		go c.heartbeat(hctx, token, stopHeartbeat)
+		if heartbeat {
+			go c.heartbeat(hctx, token, stopHeartbeat)
+		}
 		start := time.Now()
 		res, err := run(hctx)
 		wall := time.Since(start)

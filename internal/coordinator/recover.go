@@ -64,9 +64,11 @@ func (c *coordinator) recoverRunning(ctx context.Context, t *hptype.Trial) error
 		o.res = *res
 	case c.cfg.Spec.Backend.Type != spec.Local && c.cfg.Now().Before(c.orphanDeadline(a)):
 		// A function invocation outlives the coordinator that made it: wait
-		// for its result rather than run the segment twice.
+		// for its result rather than run the segment twice. Its lease may
+		// have expired while no coordinator ran, so it is not extended: the
+		// trial's attempt, not the lease, fences the result.
 		c.cfg.Logger.Info("waiting for the result of a segment started before a restart", "trial", t.Number, "segment", a.Segment, "attempt", a.Number)
-		c.launch(ctx, t.Number, t.LeaseToken, 1, func(ctx context.Context) (hptype.SegmentResult, error) {
+		c.launch(ctx, t.Number, t.LeaseToken, 1, false, func(ctx context.Context) (hptype.SegmentResult, error) {
 			return c.awaitResult(ctx, prefix, a.Segment, a.Number, c.orphanDeadline(a))
 		})
 		return nil
