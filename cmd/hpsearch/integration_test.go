@@ -91,14 +91,17 @@ checkpoint: {store: "s3://%s/ckpt", every: 1s, grace: %s, keep: all}
 	}
 	completed := 0
 	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && completed < 8 {
+	// An event carries its trial's metric history: lines can be long.
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for completed < 8 && sc.Scan() {
 		if strings.Contains(sc.Text(), `"kind":"trial_completed"`) {
 			completed++
 		}
 	}
 	if completed < 8 {
+		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("the first run ended after %d completed trials:\n%s", completed, stderr.String())
+		t.Fatalf("the first run ended after %d completed trials (%v):\n%s", completed, sc.Err(), stderr.String())
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

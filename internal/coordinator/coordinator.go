@@ -375,9 +375,18 @@ func (c *coordinator) progress() Progress {
 
 func (c *coordinator) emit(kind EventKind, t *hptype.Trial, msg string) {
 	e := Event{Time: c.cfg.Now().UTC(), Kind: kind, Study: c.study.Name, Message: msg, Progress: c.progress()}
-	if t != nil {
-		cp := *t
-		e.Trial = &cp
-	}
+	e.Trial = summaryOf(t)
+	e.Progress.Best = summaryOf(e.Progress.Best)
 	c.cfg.OnEvent(e)
+}
+
+// summaryOf copies a trial for an event, without its metric history, which
+// grows with every step of training and would make every event as long.
+func summaryOf(t *hptype.Trial) *hptype.Trial {
+	if t == nil {
+		return nil
+	}
+	cp := *t
+	cp.Metrics = nil
+	return &cp
 }

@@ -27,7 +27,8 @@ type Event struct {
 	Time  time.Time `json:"time"`
 	Kind  EventKind `json:"kind"`
 	Study string    `json:"study"`
-	// Trial is a copy of the trial the event is about, if any.
+	// Trial is a copy of the trial the event is about, if any, without its
+	// metric history (hpsearch trials --json has it).
 	Trial *hptype.Trial `json:"trial,omitempty"`
 	// Message explains the event (an error, a reason to stop).
 	Message  string   `json:"message,omitempty"`
@@ -55,6 +56,7 @@ type Progress struct {
 	// part of it hpsearch measured because the platform reported none.
 	BilledMS    int64 `json:"billed_ms"`
 	EstimatedMS int64 `json:"estimated_ms"`
-	// Best is the best completed trial so far, if any.
+	// Best is the best completed trial so far, if any (in events, without
+	// its metric history).
 	Best *hptype.Trial `json:"best,omitempty"`
 }
