@@ -23,16 +23,19 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run SPACE.yaml",
 		Short: "Run a study, or resume it",
-		Long: `Run the study a space file declares, on the embedded default: state in the
-state directory, trials as local trainer processes.
+		Long: `Run the study a space file declares. State lives in the state directory;
+trials run on the space file's backend: local trainer processes (the
+default), AWS Lambda invocations or Cloud Run job executions, in segments of
+at most backend.max_runtime that resume from checkpoints (checkpoint.store,
+by default the state directory's checkpoints folder).
 
 On a terminal it shows live progress; otherwise it prints a line per event;
 with --json it prints one JSON event per line. At the end it prints the best
-trial and a summary.
+trial and a summary with the cost.
 
-Ctrl-C stops cleanly: running trials are stopped and recorded as
-interrupted. Running the same command again resumes the study where it
-stopped, also after a crash: completed trials are not run again.`,
+Ctrl-C stops cleanly: running trials are asked to checkpoint and are
+recorded as interrupted. Running the same command again resumes the study
+where it stopped, also after a crash: completed trials are not run again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.run(cmd.Context(), args[0], asJSON)
