@@ -61,7 +61,7 @@ func (c *coordinator) recoverRunning(ctx context.Context, t *hptype.Trial) error
 	switch {
 	case res != nil:
 		// The segment finished while no coordinator was there to hear it.
-		o.res = *res
+		o.res = c.stored(*res)
 	case c.cfg.Spec.Backend.Type != spec.Local && c.cfg.Now().Before(c.orphanDeadline(a)):
 		// A function invocation outlives the coordinator that made it: wait
 		// for its result rather than run the segment twice. Its lease may
@@ -76,6 +76,16 @@ func (c *coordinator) recoverRunning(ctx context.Context, t *hptype.Trial) error
 		o.err = errCoordinatorDied
 	}
 	return c.handle(ctx, o, "")
+}
+
+// stored marks a result read from the checkpoint store: its billed time is
+// the trainer's own measure, which on a function backend is an estimate of
+// what the platform billed.
+func (c *coordinator) stored(res hptype.SegmentResult) hptype.SegmentResult {
+	if c.cfg.Spec.Backend.Type != spec.Local {
+		res.Usage.Estimated = true
+	}
+	return res
 }
 
 // orphanDeadline is when a segment started by an earlier coordinator must
@@ -95,7 +105,7 @@ func (c *coordinator) awaitResult(ctx context.Context, prefix string, segment, a
 		case err != nil:
 			c.cfg.Logger.Warn("could not read a stored segment result", "prefix", prefix, "error", err)
 		case res != nil:
-			return *res, nil
+			return c.stored(*res), nil
 		}
 		if c.cfg.Now().After(deadline) {
 			return hptype.SegmentResult{}, errCoordinatorDied
