@@ -72,7 +72,7 @@ backend:
   function: %s
   concurrency: 8
   max_runtime: %s
-checkpoint: {store: "s3://%s/ckpt", every: 1s, grace: %s, keep: all}
+checkpoint: {store: "s3://%s/ckpt", every: 1s, grace: %s, keep_checkpoints: all}
 `, longest, function, maxRuntime, bucket, maxRuntime/3), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ parameters:
 trainer: {builtin: digits-mlp, timeout: 5m}
 max_trials: 2
 max_concurrency: 2
-checkpoint: {store: "s3://%s/studies", every: 500ms, keep: all}
+checkpoint: {store: "s3://%s/studies", every: 500ms, keep_checkpoints: all}
 backend: {max_runtime: 1s}
 `, bucket), 0o644); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-var checkpointKeys = []string{"store", "every", "grace", "keep_last", "keep"}
+var checkpointKeys = []string{"store", "every", "grace", "keep_last", "keep_checkpoints"}
 
 // storeURI splits a checkpoint store written as scheme://rest.
 var storeURI = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$`)
@@ -43,7 +43,7 @@ func (d *decoder) checkpointFields(o *object, c *Checkpoint, maxRuntime time.Dur
 		n, _ := d.intIn(f, 1, maxInt)
 		c.KeepLast = n
 	}
-	if f, ok := o.get("keep"); ok {
+	if f, ok := o.get("keep_checkpoints"); ok {
 		keep, _ := d.enum(f, string(KeepBest), string(KeepAll), string(KeepNone))
 		c.Keep = KeepPolicy(keep)
 	}

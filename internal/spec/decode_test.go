@@ -209,7 +209,7 @@ var validCases = []validCase{
 			"  store: s3://bucket/studies",
 			"  every: 30s",
 			"  keep_last: 1",
-			"  keep: all",
+			"  keep_checkpoints: all",
 		),
 		want: func() *Spec {
 			s := defaults(floatX)
@@ -222,7 +222,7 @@ var validCases = []validCase{
 		name: "default grace from a short runtime",
 		yaml: minimal("  x: {type: float, min: 0, max: 1}") + lines(
 			"backend: {max_runtime: 30s}",
-			"checkpoint: {store: /var/ckpt, grace: 5s, keep: none}",
+			"checkpoint: {store: /var/ckpt, grace: 5s, keep_checkpoints: none}",
 		),
 		want: func() *Spec {
 			s := defaults(floatX)
@@ -504,8 +504,8 @@ var invalidCases = []invalidCase{
 		"space.yaml:7:21", "checkpoint.every must be positive"},
 	{"keep_last zero", minimal("  x: {type: float, min: 0, max: 1}") + "checkpoint: {keep_last: 0}\n",
 		"space.yaml:7:25", "checkpoint.keep_last must be at least 1, got 0"},
-	{"unknown keep policy", minimal("  x: {type: float, min: 0, max: 1}") + "checkpoint: {keep: latest}\n",
-		"space.yaml:7:20", `checkpoint.keep must be best, all or none, got "latest"`},
+	{"unknown keep policy", minimal("  x: {type: float, min: 0, max: 1}") + "checkpoint: {keep_checkpoints: latest}\n",
+		"space.yaml:7:32", `checkpoint.keep_checkpoints must be best, all or none, got "latest"`},
 	{"unknown store scheme", minimal("  x: {type: float, min: 0, max: 1}") + "checkpoint: {store: 'gs://b/p'}\n",
 		"space.yaml:7:21", `checkpoint.store: unknown scheme "gs"; use a path, file:///path or s3://bucket/prefix`},
 	{"s3 store without bucket", minimal("  x: {type: float, min: 0, max: 1}") + "checkpoint: {store: 's3:///p'}\n",

@@ -135,7 +135,7 @@ func (w *writer) checkpoint(c *Checkpoint) {
 	w.line(1, "every", c.Every.String())
 	w.line(1, "grace", c.Grace.String())
 	w.line(1, "keep_last", strconv.Itoa(c.KeepLast))
-	w.line(1, "keep", w.str(string(c.Keep)))
+	w.line(1, "keep_checkpoints", w.str(string(c.Keep)))
 }
 
 func (w *writer) param(p *Param) {

@@ -138,7 +138,7 @@ func TestEncodeCanonical(t *testing.T) {
 		"  every: 1m0s",
 		"  grace: 10s",
 		"  keep_last: 2",
-		"  keep: best",
+		"  keep_checkpoints: best",
 	)
 	if string(got) != want {
 		t.Errorf("Encode =\n%s\nwant\n%s", got, want)

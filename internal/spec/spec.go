@@ -54,7 +54,8 @@ type Checkpoint struct {
 	// KeepLast is how many of a trial's newest checkpoints are kept while
 	// it runs. Defaults to 2.
 	KeepLast int
-	// Keep decides what remains when the study ends. Defaults to best.
+	// Keep (keep_checkpoints) decides what remains when the study ends.
+	// Defaults to best.
 	Keep KeepPolicy
 }
 
