@@ -250,30 +250,7 @@ func TestSampleBoundsAndTypes(t *testing.T) {
 			t.Parallel()
 			got := sampleAll(t, newSampler(t, typ, 7, mixedSpace()), trials)
 			for n, p := range got {
-				if len(p) != len(mixedSpace()) {
-					t.Fatalf("trial %d: %v: want %d parameters", n, p, len(mixedSpace()))
-				}
-				if lr, ok := p["lr"].(float64); !ok || lr < 1e-4 || lr > 1 {
-					t.Errorf("trial %d: lr = %#v, want a float64 in [1e-4, 1]", n, p["lr"])
-				}
-				if d, ok := p["dropout"].(float64); !ok || d < 0 || d > 0.5 {
-					t.Errorf("trial %d: dropout = %#v, want a float64 in [0, 0.5]", n, p["dropout"])
-				}
-				if u, ok := p["units"].(int64); !ok || u < 16 || u > 240 || u%16 != 0 {
-					t.Errorf("trial %d: units = %#v, want an int64 multiple of 16 in [16, 240]", n, p["units"])
-				}
-				if b, ok := p["batch"].(int64); !ok || b < 1 || b > 1024 {
-					t.Errorf("trial %d: batch = %#v, want an int64 in [1, 1024]", n, p["batch"])
-				}
-				if o := p["optimizer"]; !slices.Contains([]any{"adam", "sgd", "rmsprop"}, o) {
-					t.Errorf("trial %d: optimizer = %#v", n, o)
-				}
-				if w := p["width"]; !slices.Contains([]any{int64(1), 2.5, true}, w) {
-					t.Errorf("trial %d: width = %#v", n, w)
-				}
-				if e := p["epochs"]; e != int64(10) {
-					t.Errorf("trial %d: epochs = %#v, want int64(10)", n, e)
-				}
+				checkMixedParams(t, n, p)
 			}
 			if typ == spec.Grid {
 				return
@@ -417,5 +394,34 @@ func BenchmarkSample(b *testing.B) {
 				n = (n + 1) % 1_000_000
 			}
 		})
+	}
+}
+
+// checkMixedParams checks the types and bounds of a trial of mixedSpace.
+func checkMixedParams(t *testing.T, n int, p hptype.Params) {
+	t.Helper()
+	if len(p) != len(mixedSpace()) {
+		t.Fatalf("trial %d: %v: want %d parameters", n, p, len(mixedSpace()))
+	}
+	if lr, ok := p["lr"].(float64); !ok || lr < 1e-4 || lr > 1 {
+		t.Errorf("trial %d: lr = %#v, want a float64 in [1e-4, 1]", n, p["lr"])
+	}
+	if d, ok := p["dropout"].(float64); !ok || d < 0 || d > 0.5 {
+		t.Errorf("trial %d: dropout = %#v, want a float64 in [0, 0.5]", n, p["dropout"])
+	}
+	if u, ok := p["units"].(int64); !ok || u < 16 || u > 240 || u%16 != 0 {
+		t.Errorf("trial %d: units = %#v, want an int64 multiple of 16 in [16, 240]", n, p["units"])
+	}
+	if b, ok := p["batch"].(int64); !ok || b < 1 || b > 1024 {
+		t.Errorf("trial %d: batch = %#v, want an int64 in [1, 1024]", n, p["batch"])
+	}
+	if o := p["optimizer"]; !slices.Contains([]any{"adam", "sgd", "rmsprop"}, o) {
+		t.Errorf("trial %d: optimizer = %#v", n, o)
+	}
+	if w := p["width"]; !slices.Contains([]any{int64(1), 2.5, true}, w) {
+		t.Errorf("trial %d: width = %#v", n, w)
+	}
+	if e := p["epochs"]; e != int64(10) {
+		t.Errorf("trial %d: epochs = %#v, want int64(10)", n, e)
 	}
 }

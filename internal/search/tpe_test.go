@@ -145,30 +145,7 @@ func TestTPEBoundsAndConditional(t *testing.T) {
 			seen := map[string]map[any]bool{}
 			for n, tr := range history[tpeStartup:] {
 				p := tr.Params
-				if len(p) != len(mixedSpace()) {
-					t.Fatalf("trial %d: %v: want %d parameters", n, p, len(mixedSpace()))
-				}
-				if lr, ok := p["lr"].(float64); !ok || lr < 1e-4 || lr > 1 {
-					t.Errorf("trial %d: lr = %#v, want a float64 in [1e-4, 1]", n, p["lr"])
-				}
-				if d, ok := p["dropout"].(float64); !ok || d < 0 || d > 0.5 {
-					t.Errorf("trial %d: dropout = %#v, want a float64 in [0, 0.5]", n, p["dropout"])
-				}
-				if u, ok := p["units"].(int64); !ok || u < 16 || u > 240 || u%16 != 0 {
-					t.Errorf("trial %d: units = %#v, want an int64 multiple of 16 in [16, 240]", n, p["units"])
-				}
-				if b, ok := p["batch"].(int64); !ok || b < 1 || b > 1024 {
-					t.Errorf("trial %d: batch = %#v, want an int64 in [1, 1024]", n, p["batch"])
-				}
-				if o := p["optimizer"]; !slices.Contains([]any{"adam", "sgd", "rmsprop"}, o) {
-					t.Errorf("trial %d: optimizer = %#v", n, o)
-				}
-				if w := p["width"]; !slices.Contains([]any{int64(1), 2.5, true}, w) {
-					t.Errorf("trial %d: width = %#v", n, w)
-				}
-				if e := p["epochs"]; e != int64(10) {
-					t.Errorf("trial %d: epochs = %#v, want int64(10)", n, e)
-				}
+				checkMixedParams(t, n, p)
 				for _, name := range []string{"optimizer", "width"} {
 					if seen[name] == nil {
 						seen[name] = map[any]bool{}
