@@ -159,21 +159,23 @@ func (s *Store) GetTrial(ctx context.Context, studyID string, number int) (*hpty
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var t hptype.Trial
+	var t *hptype.Trial
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b, err := trialBucket(tx, studyID)
 		if err != nil {
 			return err
 		}
-		if err := getJSON(b, trialKey(number), &t); err != nil {
-			return fmt.Errorf("trial %d of study %q: %w", number, studyID, err)
+		raw := b.Get(trialKey(number))
+		if raw == nil {
+			return fmt.Errorf("trial %d of study %q: %w", number, studyID, hptype.ErrNotFound)
 		}
-		return nil
+		t, err = decodeTrial(raw)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &t, nil
+	return t, nil
 }
 
 // ListTrials implements store.Store.
@@ -251,14 +253,6 @@ func getJSON(b *bolt.Bucket, key []byte, v any) error {
 	raw := b.Get(key)
 	if raw == nil {
 		return hptype.ErrNotFound
-	}
-	if t, ok := v.(*hptype.Trial); ok {
-		dec, err := decodeTrial(raw)
-		if err != nil {
-			return err
-		}
-		*t = *dec
-		return nil
 	}
 	return json.Unmarshal(raw, v)
 }
