@@ -170,11 +170,7 @@ func newBestCmd(g *globals) *cobra.Command {
 					return writeJSON(g.stdout, best)
 				}
 				fmt.Fprintf(g.stdout, "trial %d: %s = %.6g (%s)\n", best.Number, in.Spec.Objective.Metric, *best.Value, in.Spec.Objective.Goal)
-				for _, d := range in.Spec.Params {
-					if val, ok := best.Params[d.Name]; ok {
-						fmt.Fprintf(g.stdout, "  %-20s %s\n", d.Name, formatValue(val))
-					}
-				}
+				writeParamList(g.stdout, in.Spec, best.Params)
 				return nil
 			})
 		},

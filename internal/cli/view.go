@@ -226,11 +226,7 @@ func printSummary(w io.Writer, sp *spec.Spec, res *coordinator.Result, logDir st
 	fmt.Fprintln(w)
 	if p.Best != nil {
 		fmt.Fprintf(w, "Best trial: #%d  %s = %.6g (%s)\n", p.Best.Number, sp.Objective.Metric, *p.Best.Value, sp.Objective.Goal)
-		for _, d := range sp.Params {
-			if v, ok := p.Best.Params[d.Name]; ok {
-				fmt.Fprintf(w, "  %-20s %s\n", d.Name, formatValue(v))
-			}
-		}
+		writeParamList(w, sp, p.Best.Params)
 	} else {
 		fmt.Fprintln(w, "No trial completed.")
 	}
@@ -245,5 +241,15 @@ func printSummary(w io.Writer, sp *spec.Spec, res *coordinator.Result, logDir st
 	fmt.Fprintf(w, "  logs       %s\n", logDir+"/"+res.Study.Name)
 	if res.Reason != "" {
 		fmt.Fprintf(w, "  stopped    %s\n", res.Reason)
+	}
+}
+
+// writeParamList writes a trial's parameters one a line, in declaration
+// order.
+func writeParamList(w io.Writer, sp *spec.Spec, params hptype.Params) {
+	for _, d := range sp.Params {
+		if v, ok := params[d.Name]; ok {
+			fmt.Fprintf(w, "  %-20s %s\n", d.Name, formatValue(v))
+		}
 	}
 }
