@@ -12,7 +12,8 @@ Standard library only. hpsearch runs this script once per segment of a trial
   every $HPSEARCH_CHECKPOINT_EVERY seconds, on SIGTERM and at the end, and
   hpsearch keeps what it holds when the script exits;
 - passes the epoch to train up to in this segment in
-  $HPSEARCH_RESOURCE_TARGET (else the script trains `epochs` epochs);
+  $HPSEARCH_RESOURCE_TARGET (a rung of the scheduler, or the segment's end;
+  the script trains at most `epochs` epochs in all);
 - reads metrics from the JSON lines this script prints on stdout, one per
   epoch: {"epoch": 3, "val_loss": 0.41, "val_accuracy": 0.94, ...};
 - keeps everything written to stderr as the trial's log;
@@ -92,7 +93,9 @@ def load_segment(params):
         value = float(raw)
         if not (math.isfinite(value) and value >= 0):
             sys.exit(f"train.py: HPSEARCH_RESOURCE_TARGET={raw} is not a number >= 0")
-        target = int(value)  # whole epochs: train up to the last one at or below the target
+        # Whole epochs: train up to the last one at or below the target, and
+        # never past `epochs` (a scheduler's max may be larger).
+        target = min(target, int(value))
     every = None
     raw = os.environ.get("HPSEARCH_CHECKPOINT_EVERY")
     if raw:

@@ -32,7 +32,11 @@ func runDigits(ctx context.Context, s *segment) (hptype.SegmentStatus, error) {
 		for _, sh := range m.Shards {
 			shards[sh.Name], _ = mem.Bytes(sh.Name)
 		}
-		if err := run.Restore(shards); err != nil {
+		restore := run.Restore
+		if m.ID.String() == s.req.Checkpoint.Inherited {
+			restore = run.Inherit
+		}
+		if err := restore(shards); err != nil {
 			return "", fmt.Errorf("restore checkpoint %s: %w", m.ID, err)
 		}
 	}

@@ -95,6 +95,9 @@ func (p Problem) Error() string {
 // Unwrap returns Err.
 func (p Problem) Unwrap() error { return p.Err }
 
+// maxSeq is the largest sequence number of a checkpoint within an attempt.
+const maxSeq = 9999
+
 // ID names a checkpoint of a trial: the segment and attempt that wrote it,
 // and its sequence number within that attempt. Segment is at most 999999,
 // Attempt at most 999 and Seq at most 9999, so that IDs sort as strings.
@@ -123,8 +126,8 @@ func (id ID) Validate() error {
 	if err := checkAttempt(id.Segment, id.Attempt); err != nil {
 		return err
 	}
-	if id.Seq < 0 || id.Seq > 9999 {
-		return fmt.Errorf("checkpoint seq %d is outside 0..9999", id.Seq)
+	if id.Seq < 0 || id.Seq > maxSeq {
+		return fmt.Errorf("checkpoint seq %d is outside 0..%d", id.Seq, maxSeq)
 	}
 	return nil
 }

@@ -47,3 +47,12 @@ func (s *Store) Result(ctx context.Context, prefix string, segment, attempt int)
 	}
 	return &res, nil
 }
+
+// Handover copies the newest intact checkpoint under from into the trial
+// under to, as the last checkpoint the given attempt of a segment could
+// write (seq 9999): newer than every checkpoint that attempt wrote, older
+// than any of the next segment's, so the next segment resumes from it.
+// See CopyLatest.
+func (s *Store) Handover(ctx context.Context, from, to string, trial, segment, attempt int) (*hptype.CheckpointRef, error) {
+	return s.CopyLatest(ctx, from, to, trial, ID{Segment: segment, Attempt: attempt, Seq: maxSeq})
+}

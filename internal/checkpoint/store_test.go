@@ -84,6 +84,7 @@ func TestStore(t *testing.T) {
 				{"Results", testResults},
 				{"BadInput", testBadInput},
 				{"Canceled", testCanceled},
+				{"CopyLatest", testCopyLatest},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					t.Parallel()
@@ -1034,5 +1035,49 @@ func testCanceled(t *testing.T, b blob.Store) {
 	}
 	if len(keys(t, b, prefix+"/ckpt/000002")) > 0 {
 		t.Error("a canceled Save wrote objects")
+	}
+}
+
+// testCopyLatest copies a trial's newest checkpoint to another trial, as
+// PBT's exploit does: the copy restores the same bytes, a second copy is
+// the first, and shards left by a copy cut off before its manifest are
+// replaced.
+func testCopyLatest(t *testing.T, b blob.Store) {
+	s := checkpoint.New(b)
+	ctx := t.Context()
+	const to = "study-1/trial-9"
+	save(t, s, checkpoint.ID{Segment: 1, Attempt: 1}, map[string][]byte{"w": content(100, 1)})
+	newest := map[string][]byte{"w": content(3000, 2), "opt/m": content(10, 3)}
+	save(t, s, checkpoint.ID{Segment: 2, Attempt: 2}, newest)
+	id := checkpoint.ID{Segment: 4, Attempt: 5, Seq: 9999}
+
+	// Shards of an earlier copy that died before its manifest.
+	put(t, b, to+"/ckpt/"+id.String()+"/shards/w", []byte("partial"))
+	ref, err := s.CopyLatest(ctx, prefix, to, 9, id)
+	if err != nil {
+		t.Fatalf("CopyLatest: %v", err)
+	}
+	if ref.ID != id.String() || ref.Resource != 2 || ref.Bytes != 3010 {
+		t.Errorf("copy = %+v, want ID %s, resource 2 and 3010 bytes", ref, id)
+	}
+	var mem checkpoint.Memory
+	m, err := s.Load(ctx, to, id, &mem)
+	if err != nil {
+		t.Fatalf("Load the copy: %v", err)
+	}
+	if m.Trial != 9 || m.Study != "study-1" {
+		t.Errorf("copy belongs to %s trial %d, want study-1 trial 9", m.Study, m.Trial)
+	}
+	for name, want := range newest {
+		if got, _ := mem.Bytes(name); !bytes.Equal(got, want) {
+			t.Errorf("shard %s of the copy differs from the source's", name)
+		}
+	}
+	again, err := s.CopyLatest(ctx, prefix, to, 9, id)
+	if err != nil || again.CreatedAt != ref.CreatedAt {
+		t.Errorf("second CopyLatest = %+v, %v; want the first copy %+v", again, err, ref)
+	}
+	if _, err := s.CopyLatest(ctx, "study-1/trial-3", to, 9, checkpoint.ID{Segment: 5, Attempt: 1}); !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		t.Errorf("CopyLatest from a trial without checkpoints: %v, want ErrNoCheckpoint", err)
 	}
 }

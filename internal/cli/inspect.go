@@ -129,7 +129,12 @@ func newTrialsCmd(g *globals) *cobra.Command {
 					return writeJSON(g.stdout, in.Trials)
 				}
 				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintf(tw, "TRIAL\tSTATE\t%s\tSEGMENTS\tATTEMPTS\tCHECKPOINT\tWALL\tWASTED\tCOST\tPARAMS\n", in.Spec.Objective.Metric)
+				scheduled := in.Spec.Scheduler.Type != spec.NoScheduler
+				rungsHead := ""
+				if scheduled {
+					rungsHead = "RUNGS\t"
+				}
+				fmt.Fprintf(tw, "TRIAL\tSTATE\t%s\t%sSEGMENTS\tATTEMPTS\tCHECKPOINT\tWALL\tWASTED\tCOST\tPARAMS\n", in.Spec.Objective.Metric, rungsHead)
 				for _, t := range in.Trials {
 					value := "-"
 					if t.Value != nil {
@@ -139,7 +144,11 @@ func newTrialsCmd(g *globals) *cobra.Command {
 					if t.Checkpoint != nil {
 						ckpt = formatBytes(t.Checkpoint.Bytes)
 					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t$%.6f\t%s\n", t.Number, t.State, value, t.Segments(), len(t.Attempts), ckpt,
+					rungs := ""
+					if scheduled {
+						rungs = formatRungs(t.Rungs) + "\t"
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s%d\t%d\t%s\t%s\t%s\t$%.6f\t%s\n", t.Number, t.State, value, rungs, t.Segments(), len(t.Attempts), ckpt,
 						formatDuration(t.WallSeconds()), formatDuration(t.WastedSeconds()), t.CostUSD(), formatParams(in.Spec, t.Params))
 				}
 				return tw.Flush()

@@ -131,7 +131,11 @@ func fit(s string, n int) string {
 // statusLine is the live status: progress, time, cost, and the best trial
 // so far with its parameters (last, so a narrow terminal cuts them first).
 func statusLine(sp *spec.Spec, p coordinator.Progress, elapsed float64) string {
-	s := fmt.Sprintf("trials %d/%d done, %d running, %d failed | %s | $%.6f", p.Completed, p.MaxTrials, p.Running, p.Failed, formatDuration(elapsed), p.CostUSD)
+	pruned := ""
+	if p.Pruned > 0 {
+		pruned = fmt.Sprintf(", %d pruned", p.Pruned)
+	}
+	s := fmt.Sprintf("trials %d/%d done, %d running, %d failed%s | %s | $%.6f", p.Completed, p.MaxTrials, p.Running, p.Failed, pruned, formatDuration(elapsed), p.CostUSD)
 	if p.Best != nil {
 		s += fmt.Sprintf(" | best %s %.4f (trial %d: %s)", sp.Objective.Metric, *p.Best.Value, p.Best.Number, formatParams(sp, p.Best.Params))
 	}
@@ -144,7 +148,7 @@ func (v *view) describe(e coordinator.Event) string {
 	case coordinator.StudyStarted:
 		p := e.Progress
 		if p.Created > 0 {
-			return fmt.Sprintf("resuming study %s: %d/%d trials done", e.Study, p.Completed+p.Failed, p.MaxTrials)
+			return fmt.Sprintf("resuming study %s: %d/%d trials done", e.Study, p.Completed+p.Failed+p.Pruned, p.MaxTrials)
 		}
 		return fmt.Sprintf("study %s: %d trials, %d at a time, %s sampler, %s %s", e.Study, p.MaxTrials, v.sp.MaxConcurrency, v.sp.Sampler.Type, v.sp.Objective.Goal, v.sp.Objective.Metric)
 	case coordinator.TrialStarted:
@@ -172,12 +176,39 @@ func (v *view) describe(e coordinator.Event) string {
 		return fmt.Sprintf("  trial %d segment %d suspended at %g; continuing from its checkpoint", t.Number, t.Segment-1, t.Resource)
 	case coordinator.TrialInterrupted:
 		return fmt.Sprintf("  trial %d interrupted", t.Number)
+	case coordinator.TrialRung, coordinator.TrialPruned:
+		r := t.Rungs[len(t.Rungs)-1]
+		verb := map[hptype.RungAction]string{hptype.RungContinue: "goes on", hptype.RungStop: "pruned", hptype.RungExploit: "exploits"}[r.Action]
+		if v.tty && r.Action == hptype.RungContinue {
+			return ""
+		}
+		return fmt.Sprintf("  trial %d %s at %s %g (%s=%.4f): %s", t.Number, verb, v.sp.Scheduler.Resource, r.Resource, v.sp.Objective.Metric, r.Value, r.Reason)
 	case coordinator.StudyFinished:
 		if e.Message != "" {
 			return "study " + e.Study + " ended: " + e.Message
 		}
 	}
 	return ""
+}
+
+// formatRungs writes a trial's rung decisions compactly: "1 go, 3 stop",
+// "4 copy#2" for an exploit of trial 2.
+func formatRungs(rs []hptype.RungDecision) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		switch r.Action {
+		case hptype.RungContinue:
+			parts[i] = fmt.Sprintf("%g go", r.Resource)
+		case hptype.RungStop:
+			parts[i] = fmt.Sprintf("%g stop", r.Resource)
+		case hptype.RungExploit:
+			parts[i] = fmt.Sprintf("%g copy#%d", r.Resource, *r.Donor)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func firstLine(s string) string {
@@ -232,6 +263,11 @@ func printSummary(w io.Writer, sp *spec.Spec, res *coordinator.Result, logDir st
 	}
 	fmt.Fprintf(w, "\nStudy %s: %s\n", res.Study.Name, res.Study.State)
 	fmt.Fprintf(w, "  trials     %d completed, %d failed, %d interrupted, %d queued of %d\n", p.Completed, p.Failed, p.Interrupted, p.Queued, p.MaxTrials)
+	if sc := sp.Scheduler; sc.Type != spec.NoScheduler {
+		full := float64(p.Created) * sc.Max
+		fmt.Fprintf(w, "  scheduler  %s: %d trials pruned; trained %g %ss, %.0f%% of running all %d trials to %g\n",
+			sc.Type, p.Pruned, p.ResourceTrained, sc.Resource, 100*p.ResourceTrained/max(full, 1e-12), p.Created, sc.Max)
+	}
 	fmt.Fprintf(w, "  wall time  %s\n", formatDuration(res.Study.ElapsedSeconds))
 	fmt.Fprintf(w, "  cost       $%.6f (wasted on lost work: $%.6f; %s backend, %d MB)\n", p.CostUSD, p.WastedCostUSD, sp.Backend.Type, sp.Backend.MemoryMB)
 	if sp.Backend.Type != spec.Local {

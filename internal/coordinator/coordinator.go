@@ -1,7 +1,8 @@
 // Package coordinator runs a study: it expands the space into trials,
 // queues a job per trial segment, dispatches jobs to an executor up to the
 // study's concurrency, records every result with a compare-and-set on the
-// trial, continues suspended trials from their checkpoints, accounts for the
+// trial, continues suspended trials from their checkpoints, lets the
+// scheduler stop, promote or (PBT) reseed trials at their rungs, accounts for the
 // cost of every attempt (and for the work lost by failed ones), and enforces
 // the budget. A coordinator killed at any moment and started again continues
 // the study: the store, the queue and the checkpoint store are the source of
@@ -20,6 +21,7 @@ import (
 	"github.com/hpsearch/hpsearch/internal/executor"
 	"github.com/hpsearch/hpsearch/internal/hptype"
 	"github.com/hpsearch/hpsearch/internal/queue"
+	"github.com/hpsearch/hpsearch/internal/schedule"
 	"github.com/hpsearch/hpsearch/internal/search"
 	"github.com/hpsearch/hpsearch/internal/spec"
 	"github.com/hpsearch/hpsearch/internal/store"
@@ -61,6 +63,10 @@ type Checkpoints interface {
 	// Finish removes a finished trial's checkpoints, all of them or all but
 	// the newest.
 	Finish(ctx context.Context, prefix string, keepNewest bool) error
+	// Handover copies the newest checkpoint under from into trial's prefix
+	// to, as the newest checkpoint of the given attempt of a segment, for
+	// population-based training's exploit.
+	Handover(ctx context.Context, from, to string, trial, segment, attempt int) (*hptype.CheckpointRef, error)
 }
 
 // Config configures a coordinator run.
@@ -75,6 +81,9 @@ type Config struct {
 	Checkpoints Checkpoints
 	// Sampler defaults to search.New(Spec).
 	Sampler search.Sampler
+	// Scheduler defaults to schedule.New(Spec): none when the space file
+	// has no scheduler section.
+	Scheduler schedule.Scheduler
 	// LogDir holds trial logs, as LogDir/<study>/trial-<n>.log.
 	LogDir string
 	// Logger defaults to slog.Default().
@@ -105,6 +114,13 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 		c.Sampler = s
+	}
+	if c.Scheduler == nil {
+		s, err := schedule.New(c.Spec)
+		if err != nil {
+			return c, err
+		}
+		c.Scheduler = s
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -133,6 +133,10 @@ func (c *coordinator) request(t *hptype.Trial, now time.Time) hptype.SegmentRequ
 		run = mr
 	}
 	a := t.Attempts[len(t.Attempts)-1]
+	resource := hptype.ResourceRange{From: t.Resource, Unit: unit}
+	if c.cfg.Scheduler != nil {
+		resource.To = c.cfg.Scheduler.Target(t)
+	}
 	return hptype.SegmentRequest{
 		APIVersion: hptype.APIVersion,
 		Study:      c.study.ID,
@@ -143,17 +147,28 @@ func (c *coordinator) request(t *hptype.Trial, now time.Time) hptype.SegmentRequ
 		Params:     t.Params,
 		Seed:       TrialSeed(sp.Sampler.Seed, t.Number),
 		Deadline:   now.Add(run),
-		Resource:   hptype.ResourceRange{From: t.Resource, Unit: unit},
+		Resource:   resource,
 		Checkpoint: &hptype.CheckpointPolicy{
-			Store:    c.cfg.Checkpoints.URI(),
-			Prefix:   c.prefix(t.Number),
-			Every:    hptype.Duration(sp.Checkpoint.Every),
-			Grace:    hptype.Duration(sp.Checkpoint.Grace),
-			KeepLast: sp.Checkpoint.KeepLast,
+			Store:     c.cfg.Checkpoints.URI(),
+			Prefix:    c.prefix(t.Number),
+			Every:     hptype.Duration(sp.Checkpoint.Every),
+			Grace:     hptype.Duration(sp.Checkpoint.Grace),
+			KeepLast:  sp.Checkpoint.KeepLast,
+			Inherited: inherited(t),
 		},
 		Workload: w,
 		LogPath:  logPath,
 	}
+}
+
+// inherited is the checkpoint the trial's latest exploit copied, if any.
+func inherited(t *hptype.Trial) string {
+	for i := len(t.Rungs) - 1; i >= 0; i-- {
+		if t.Rungs[i].Action == hptype.RungExploit {
+			return t.Rungs[i].Checkpoint
+		}
+	}
+	return ""
 }
 
 // TrialSeed derives a trial's workload seed from the study's seed, so a

@@ -19,7 +19,13 @@ const (
 	// trial continues with its next segment.
 	TrialSuspended   EventKind = "trial_suspended"
 	TrialInterrupted EventKind = "trial_interrupted"
-	StudyFinished    EventKind = "study_finished"
+	// TrialRung: the scheduler let a trial that reached a rung go on (or,
+	// PBT, reseeded it from a better trial); the decision is the trial's
+	// last Rungs entry.
+	TrialRung EventKind = "trial_rung"
+	// TrialPruned: the scheduler stopped a trial at a rung.
+	TrialPruned   EventKind = "trial_pruned"
+	StudyFinished EventKind = "study_finished"
 )
 
 // Event is one change in a study, with the progress after it.
@@ -37,14 +43,19 @@ type Event struct {
 
 // Progress summarises a study at one moment.
 type Progress struct {
-	MaxTrials   int     `json:"max_trials"`
-	Created     int     `json:"created"`
-	Queued      int     `json:"queued"`
-	Running     int     `json:"running"`
-	Completed   int     `json:"completed"`
-	Failed      int     `json:"failed"`
-	Interrupted int     `json:"interrupted"`
-	CostUSD     float64 `json:"cost_usd"`
+	MaxTrials   int `json:"max_trials"`
+	Created     int `json:"created"`
+	Queued      int `json:"queued"`
+	Running     int `json:"running"`
+	Completed   int `json:"completed"`
+	Failed      int `json:"failed"`
+	Interrupted int `json:"interrupted"`
+	// Pruned counts the trials a scheduler stopped early.
+	Pruned int `json:"pruned"`
+	// ResourceTrained is the training resource (epochs, steps) all attempts
+	// covered and kept, over all trials.
+	ResourceTrained float64 `json:"resource_trained"`
+	CostUSD         float64 `json:"cost_usd"`
 	// WastedCostUSD is the cost of attempts whose work was lost (crashed,
 	// interrupted or retried).
 	WastedCostUSD  float64 `json:"wasted_cost_usd"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hpsearch/hpsearch/internal/hptype"
 	"github.com/hpsearch/hpsearch/internal/queue"
+	"github.com/hpsearch/hpsearch/internal/schedule"
 )
 
 // errCoordinatorDied marks an attempt that was running when the previous
@@ -77,6 +78,12 @@ func (c *coordinator) recordResult(ctx context.Context, t *hptype.Trial, a *hpty
 		c.cfg.Logger.Warn("trainer warning", "trial", t.Number, "segment", a.Segment, "warning", w)
 	}
 	ack := func() error { return c.cfg.Queue.Ack(ctx, o.token) }
+	// target is the resource the segment was asked to reach: a rung, when
+	// below the scheduler's max.
+	var target float64
+	if c.cfg.Scheduler != nil {
+		target = c.cfg.Scheduler.Target(t)
+	}
 	finish := func(state hptype.TrialState, status, errText string) {
 		a.Status, a.Error = status, errText
 		t.State, t.Error, t.LeaseToken, t.FinishedAt = state, errText, "", a.FinishedAt
@@ -102,14 +109,7 @@ func (c *coordinator) recordResult(ctx context.Context, t *hptype.Trial, a *hpty
 			return TrialInterrupted, ack
 		}
 		t.State = hptype.TrialQueued
-		// The next segment's job goes in before this one's is acknowledged:
-		// a crash in between leaves a stale job, never a missing one.
-		return TrialSuspended, func() error {
-			if err := c.enqueue(ctx, t); err != nil {
-				return err
-			}
-			return ack()
-		}
+		return TrialSuspended, c.next(ctx, t, ack)
 	case res.Status != hptype.SegmentCompleted:
 		finish(hptype.TrialFailed, attemptFailed, res.Error)
 		return TrialFailed, ack
@@ -121,6 +121,9 @@ func (c *coordinator) recordResult(ctx context.Context, t *hptype.Trial, a *hpty
 	if !ok {
 		finish(hptype.TrialFailed, attemptCompleted, fmt.Sprintf("the trainer reported no %q metric (objective.metric); it reported: %s", sp.Objective.Metric, metricNames(t.Metrics)))
 		return TrialFailed, ack
+	}
+	if target > 0 && target < sp.Scheduler.Max && res.ResourceReached >= target {
+		return c.decide(ctx, t, a, res, v, ack)
 	}
 	finish(hptype.TrialCompleted, attemptCompleted, "")
 	t.Value = &v
@@ -177,12 +180,7 @@ func (c *coordinator) recordLoss(ctx context.Context, t *hptype.Trial, a *hptype
 		}
 		t.State = hptype.TrialQueued
 		t.Segment++
-		return TrialRetrying, func() error {
-			if err := c.enqueue(ctx, t); err != nil {
-				return err
-			}
-			return c.cfg.Queue.Ack(ctx, token)
-		}
+		return TrialRetrying, c.next(ctx, t, func() error { return c.cfg.Queue.Ack(ctx, token) })
 	case lost:
 		a.Status = attemptLost
 		t.State = hptype.TrialQueued
@@ -205,6 +203,62 @@ func (c *coordinator) recordLoss(ctx context.Context, t *hptype.Trial, a *hptype
 	a.Status = attemptError
 	t.State = hptype.TrialQueued
 	return TrialRetrying, func() error { return c.cfg.Queue.Nack(ctx, token, o.err.Error()) }
+}
+
+// decide records the scheduler's decision about a trial whose segment
+// reached its rung with the objective at value, in the same store update as
+// the result; the trial then stops (pruned) or goes on with its next
+// segment, from its own checkpoint or, after an exploit, from a copy of the
+// donor's.
+func (c *coordinator) decide(ctx context.Context, t *hptype.Trial, a *hptype.Attempt, res hptype.SegmentResult, value float64, ack func() error) (EventKind, func() error) {
+	resource := res.ResourceReached
+	d := c.cfg.Scheduler.Decide(c.trials, t, resource, value)
+	a.Status, a.ResourceTo = attemptCompleted, resource
+	t.Resource, t.LeaseToken = resource, ""
+	switch d.Action {
+	case hptype.RungStop:
+		schedule.Record(c.trials, t, resource, value, d, c.cfg.Now())
+		t.State, t.FinishedAt = hptype.TrialPruned, a.FinishedAt
+		return TrialPruned, ack
+	case hptype.RungExploit:
+		ref, err := c.cfg.Checkpoints.Handover(ctx, c.prefix(*d.Donor), c.prefix(t.Number), t.Number, a.Segment, a.Number)
+		if err != nil {
+			c.cfg.Logger.Warn("could not copy the donor's checkpoint; the trial goes on with its own", "trial", t.Number, "donor", *d.Donor, "error", err)
+			d.Action, d.Donor, d.Params = hptype.RungContinue, nil, nil
+			d.Reason += fmt.Sprintf("; the copy failed (%v), so the trial goes on with its own state", err)
+			break
+		}
+		schedule.Record(c.trials, t, resource, value, d, c.cfg.Now())
+		t.Rungs[len(t.Rungs)-1].Checkpoint = ref.ID
+		t.Params, t.Checkpoint, t.Resource = d.Params, ref, ref.Resource
+		t.Segment++
+		t.State = hptype.TrialQueued
+		return TrialRung, c.next(ctx, t, ack)
+	}
+	if res.Checkpoint == nil {
+		d.Action = hptype.RungStop
+		d.Reason = fmt.Sprintf("the trainer wrote no checkpoint at resource %g, so the trial cannot go on from its rung; make the trainer checkpoint when it reaches its target", resource)
+		schedule.Record(c.trials, t, resource, value, d, c.cfg.Now())
+		a.Status, a.Error = attemptFailed, d.Reason
+		t.State, t.Error, t.FinishedAt = hptype.TrialFailed, d.Reason, a.FinishedAt
+		return TrialFailed, ack
+	}
+	schedule.Record(c.trials, t, resource, value, d, c.cfg.Now())
+	t.Segment++
+	t.State = hptype.TrialQueued
+	return TrialRung, c.next(ctx, t, ack)
+}
+
+// next enqueues a trial's next segment, then acknowledges the job of the
+// one that ended: a crash in between leaves a stale job, never a missing
+// one.
+func (c *coordinator) next(ctx context.Context, t *hptype.Trial, ack func() error) func() error {
+	return func() error {
+		if err := c.enqueue(ctx, t); err != nil {
+			return err
+		}
+		return ack()
+	}
 }
 
 func finalValue(ms []hptype.Metric, name string) (float64, bool) {

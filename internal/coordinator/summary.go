@@ -21,8 +21,11 @@ func Summarize(obj spec.Objective, maxTrials int, elapsedSeconds float64, trials
 			p.Failed++
 		case hptype.TrialInterrupted:
 			p.Interrupted++
+		case hptype.TrialPruned:
+			p.Pruned++
 		}
 		for _, a := range t.Attempts {
+			p.ResourceTrained += max(0, a.ResourceTo-a.ResourceFrom)
 			p.CostUSD += a.CostUSD
 			p.WastedCostUSD += a.WastedCostUSD
 			p.Throttles += a.Throttles

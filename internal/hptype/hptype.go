@@ -150,11 +150,52 @@ type Trial struct {
 	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
 	Attempts   []Attempt      `json:"attempts,omitempty"`
 	Metrics    []Metric       `json:"metrics,omitempty"`
+	// Rungs are the scheduler's decisions about the trial, oldest first.
+	Rungs []RungDecision `json:"rungs,omitempty"`
 	// Value is the objective's final value; set when the trial completed.
 	Value      *float64  `json:"value,omitempty"`
 	Error      string    `json:"error,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// RungAction is what a scheduler decided about a trial at a rung.
+type RungAction string
+
+const (
+	// RungContinue lets the trial train on to its next rung (a promotion).
+	RungContinue RungAction = "continue"
+	// RungStop stops the trial: it ends pruned.
+	RungStop RungAction = "stop"
+	// RungExploit (PBT) replaces the trial's training state with a copy of
+	// a better trial's checkpoint and its parameters with perturbed copies
+	// of that trial's; the trial then trains on.
+	RungExploit RungAction = "exploit"
+)
+
+// RungDecision is a scheduler's decision about a trial that reached a rung.
+type RungDecision struct {
+	// Seq orders the decisions of a study, from 1: a decision depends only
+	// on the decisions with a smaller Seq, so it is the same when replayed.
+	Seq int `json:"seq"`
+	// Bracket is the trial's Hyperband bracket (0 for other schedulers).
+	Bracket int `json:"bracket,omitempty"`
+	// Rung counts the trial's rungs from 0.
+	Rung     int     `json:"rung"`
+	Resource float64 `json:"resource"`
+	// Value is the objective's value at the rung.
+	Value  float64    `json:"value"`
+	Action RungAction `json:"action"`
+	Reason string     `json:"reason,omitempty"`
+	// Donor is the trial whose checkpoint an exploit copied, and
+	// DonorParams its parameters; the trial's own parameters before the
+	// exploit are in ParamsBefore. Together they are the trial's lineage.
+	Donor *int `json:"donor,omitempty"`
+	// Checkpoint is the ID of the trial's copy of the donor's checkpoint.
+	Checkpoint   string    `json:"checkpoint,omitempty"`
+	DonorParams  Params    `json:"donor_params,omitempty"`
+	ParamsBefore Params    `json:"params_before,omitempty"`
+	DecidedAt    time.Time `json:"decided_at"`
 }
 
 // WallSeconds is the compute time of all the trial's attempts.
@@ -205,6 +246,8 @@ const (
 	// StudyBudgetExhausted means a budget limit stopped the study; raising
 	// the limit and running it again resumes it.
 	StudyBudgetExhausted StudyState = "budget_exhausted"
+	// StudyCancelled means the user cancelled the study: it does not resume.
+	StudyCancelled StudyState = "cancelled"
 )
 
 // Study is one search.

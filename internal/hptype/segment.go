@@ -46,6 +46,12 @@ type CheckpointPolicy struct {
 	Grace Duration `json:"grace"`
 	// KeepLast is how many of the trial's newest checkpoints to keep.
 	KeepLast int `json:"keep_last"`
+	// Inherited is the ID of a checkpoint the trial took over from another
+	// trial (population-based training): made with other hyperparameters,
+	// it is still the state to resume from, so a trainer that checks that a
+	// checkpoint matches its configuration accepts this one if its shapes
+	// fit.
+	Inherited string `json:"inherited,omitempty"`
 }
 
 // CheckpointRef names a checkpoint a segment wrote or resumed from.

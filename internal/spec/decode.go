@@ -16,7 +16,7 @@ var BuiltinWorkloads = []string{"digits-mlp"}
 var studyName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 var (
-	topKeys     = []string{"name", "objective", "parameters", "trainer", "sampler", "max_trials", "max_concurrency", "budget", "backend", "checkpoint"}
+	topKeys     = []string{"name", "objective", "parameters", "trainer", "sampler", "max_trials", "max_concurrency", "budget", "backend", "checkpoint", "scheduler"}
 	objKeys     = []string{"metric", "goal"}
 	trainerKeys = []string{"builtin", "command", "env", "dir", "timeout"}
 	samplerKeys = []string{"type", "seed"}
@@ -68,6 +68,7 @@ func (d *decoder) spec(root *ast.MappingNode) *Spec {
 		Backend:        d.backend(o),
 	}
 	s.Checkpoint = d.checkpoint(o, s.Backend.MaxRuntime)
+	s.Scheduler = d.scheduler(o, s)
 	d.checkRemoteStore(o, s)
 	if s.Sampler.Type == Grid {
 		d.checkGrid(o, s, srcs)

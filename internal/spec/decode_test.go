@@ -251,6 +251,53 @@ var validCases = []validCase{
 		}(),
 	},
 	{
+		name: "asha scheduler",
+		yaml: minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: asha, min: 1, max: 27}\n",
+		want: func() *Spec {
+			s := defaults(floatX)
+			s.Scheduler = Scheduler{Type: ASHA, Resource: "epoch", Min: 1, Max: 27, ReductionFactor: 3, MinTrials: 5, Quantile: 0.25}
+			return s
+		}(),
+	},
+	{
+		name: "hyperband with default brackets",
+		yaml: minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: hyperband, min: 1, max: 81, reduction_factor: 3, resource: step}\n",
+		want: func() *Spec {
+			s := defaults(floatX)
+			s.Scheduler = Scheduler{Type: Hyperband, Resource: "step", Min: 1, Max: 81, ReductionFactor: 3, Brackets: 5, MinTrials: 5, Quantile: 0.25}
+			return s
+		}(),
+	},
+	{
+		name: "median stopping",
+		yaml: minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: median, min: 2, max: 20, interval: 3, min_trials: 4}\n",
+		want: func() *Spec {
+			s := defaults(floatX)
+			s.Scheduler = Scheduler{Type: Median, Resource: "epoch", Min: 2, Max: 20, Interval: 3, ReductionFactor: 3, MinTrials: 4, Quantile: 0.25}
+			return s
+		}(),
+	},
+	{
+		name: "pbt explores floats by default",
+		yaml: minimal("  x: {type: float, min: 0, max: 1}", "  n: {type: int, min: 1, max: 4}") + "scheduler: {type: pbt, min: 2, max: 20, quantile: 0.2}\n",
+		want: func() *Spec {
+			s := defaults(floatX, Param{Name: "n", Type: Int, Min: 1, Max: 4, Step: 1})
+			s.Scheduler = Scheduler{Type: PBT, Resource: "epoch", Min: 2, Max: 20, Interval: 2, ReductionFactor: 3, MinTrials: 5, Quantile: 0.2,
+				PerturbationFactors: []float64{0.8, 1.2}, Explore: []string{"x"}}
+			return s
+		}(),
+	},
+	{
+		name: "pbt with explicit factors and parameters",
+		yaml: minimal("  x: {type: float, min: 0, max: 1}", "  n: {type: int, min: 1, max: 4}") + "scheduler: {type: pbt, min: 2, max: 20, interval: 4, perturbation_factors: [0.5, 2], explore: [n, x]}\n",
+		want: func() *Spec {
+			s := defaults(floatX, Param{Name: "n", Type: Int, Min: 1, Max: 4, Step: 1})
+			s.Scheduler = Scheduler{Type: PBT, Resource: "epoch", Min: 2, Max: 20, Interval: 4, ReductionFactor: 3, MinTrials: 5, Quantile: 0.25,
+				PerturbationFactors: []float64{0.5, 2}, Explore: []string{"n", "x"}}
+			return s
+		}(),
+	},
+	{
 		name: "document marker, comments and quoted keys",
 		yaml: lines(
 			"# a study",
@@ -514,6 +561,28 @@ var invalidCases = []invalidCase{
 		"space.yaml:7:21", "file:// needs a path"},
 	{"negative price", minimal("  x: {type: float, min: 0, max: 1}") + "backend: {price_per_request: -1}\n",
 		"space.yaml:7:30", "backend.price_per_request must not be negative"},
+	{"scheduler without type", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {min: 1, max: 9}\n",
+		"space.yaml:7:12", `scheduler is missing required key "type"`},
+	{"unknown scheduler", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: asah, min: 1, max: 9}\n",
+		"space.yaml:7:19", "scheduler.type must be asha, hyperband, median or pbt"},
+	{"scheduler key of another type", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: asha, min: 1, max: 9, quantile: 0.2}\n",
+		"space.yaml:7:41", `unknown key "quantile" in scheduler`},
+	{"scheduler max not above min", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: asha, min: 9, max: 9}\n",
+		"space.yaml:7:38", "scheduler.max (9) must be greater than scheduler.min (9)"},
+	{"scheduler min zero", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: asha, min: 0, max: 9}\n",
+		"space.yaml:7:30", "scheduler.min must be positive, got 0"},
+	{"reduction factor one", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: asha, min: 1, max: 9, reduction_factor: 1}\n",
+		"space.yaml:7:59", "scheduler.reduction_factor must be greater than 1, got 1"},
+	{"too many brackets", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: hyperband, min: 1, max: 9, brackets: 4}\n",
+		"space.yaml:7:56", "scheduler.brackets is 4, but only 3 fit"},
+	{"quantile too large", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: pbt, min: 1, max: 9, quantile: 0.6}\n",
+		"space.yaml:7:50", "scheduler.quantile must be above 0 and at most 0.5, got 0.6"},
+	{"explore unknown parameter", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: pbt, min: 1, max: 9, explore: [y]}\n",
+		"space.yaml:7:50", `scheduler.explore[0]: no parameter "y"`},
+	{"perturbation factor zero", minimal("  x: {type: float, min: 0, max: 1}") + "scheduler: {type: pbt, min: 1, max: 9, perturbation_factors: [0.8, 0]}\n",
+		"space.yaml:7:68", "scheduler.perturbation_factors[1] must be positive, got 0"},
+	{"pbt without floats", minimal("  n: {type: int, min: 1, max: 4}") + "scheduler: {type: pbt, min: 1, max: 9}\n",
+		"space.yaml:7:12", "pbt has no parameter to perturb"},
 }
 
 func TestDecodeInvalid(t *testing.T) {

@@ -34,7 +34,7 @@ func Encode(s *Spec) ([]byte, error) {
 
 // SearchFingerprint is the hex SHA-256 of the canonical form of the parts
 // of s that decide which trials exist and what they mean: name, objective,
-// parameters, trainer and sampler. It leaves out what may change when a
+// parameters, trainer, sampler and scheduler. It leaves out what may change when a
 // study is resumed: max_trials, max_concurrency, budget, backend and
 // checkpoint.
 func (s *Spec) SearchFingerprint() string {
@@ -88,6 +88,33 @@ func (w *writer) search(s *Spec) {
 	w.line(0, "sampler", "")
 	w.line(1, "type", w.str(string(s.Sampler.Type)))
 	w.line(1, "seed", strconv.FormatInt(s.Sampler.Seed, 10))
+	if s.Scheduler.Type != NoScheduler {
+		w.scheduler(&s.Scheduler)
+	}
+}
+
+// scheduler writes the keys of the scheduler's type.
+func (w *writer) scheduler(c *Scheduler) {
+	w.line(0, "scheduler", "")
+	w.line(1, "type", w.str(string(c.Type)))
+	w.line(1, "resource", w.str(c.Resource))
+	w.line(1, "min", w.float(c.Min))
+	w.line(1, "max", w.float(c.Max))
+	switch c.Type {
+	case ASHA, Hyperband:
+		w.line(1, "reduction_factor", w.float(c.ReductionFactor))
+		if c.Type == Hyperband {
+			w.line(1, "brackets", strconv.Itoa(c.Brackets))
+		}
+	case Median:
+		w.line(1, "interval", w.float(c.Interval))
+		w.line(1, "min_trials", strconv.Itoa(c.MinTrials))
+	case PBT:
+		w.line(1, "interval", w.float(c.Interval))
+		w.line(1, "quantile", w.float(c.Quantile))
+		w.line(1, "perturbation_factors", flowList(c.PerturbationFactors, w.float))
+		w.line(1, "explore", flowList(c.Explore, w.str))
+	}
 }
 
 // run writes the sections that may change when a study is resumed.

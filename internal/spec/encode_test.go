@@ -204,6 +204,9 @@ func TestSearchFingerprint(t *testing.T) {
 		func(s *Spec) { s.Trainer.Timeout = time.Minute },
 		func(s *Spec) { s.Sampler.Seed = 1 },
 		func(s *Spec) { s.Sampler.Type = Sobol },
+		func(s *Spec) {
+			s.Scheduler = Scheduler{Type: ASHA, Resource: "epoch", Min: 1, Max: 9, ReductionFactor: 3, MinTrials: 5, Quantile: 0.25}
+		},
 	}
 	for i, change := range same {
 		s := defaults(floatX, Param{Name: "k", Type: Constant, Value: int64(1)})

@@ -22,6 +22,9 @@ type Spec struct {
 	Budget         Budget
 	Backend        Backend
 	Checkpoint     Checkpoint
+	// Scheduler stops unpromising trials early; the zero value runs every
+	// trial to the end.
+	Scheduler Scheduler
 }
 
 // KeepPolicy says which checkpoints remain when a study ends.

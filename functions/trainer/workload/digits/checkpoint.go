@@ -205,7 +205,20 @@ func (r *Run) Save() (map[string][]byte, error) {
 // with another configuration, seed, data set or format, or is past this
 // run's Epochs.
 func (r *Run) Restore(shards map[string][]byte) error {
-	st, param, vel, pcg, err := r.decode(shards)
+	return r.restore(shards, false)
+}
+
+// Inherit is Restore for a checkpoint another trial made (population-based
+// training's exploit): the learning rate, weight decay, batch size,
+// momentum and seed may differ from this run's, which then trains on from
+// that state with its own; the hidden units, which shape the state, must
+// match.
+func (r *Run) Inherit(shards map[string][]byte) error {
+	return r.restore(shards, true)
+}
+
+func (r *Run) restore(shards map[string][]byte, inherited bool) error {
+	st, param, vel, pcg, err := r.decode(shards, inherited)
 	if err != nil {
 		return fmt.Errorf("%s: restore checkpoint: %w", Name, err)
 	}
@@ -218,7 +231,7 @@ func (r *Run) Restore(shards map[string][]byte) error {
 }
 
 // decode checks and decodes a checkpoint for r.
-func (r *Run) decode(shards map[string][]byte) (st stateShard, param, vel []float64, pcg *rand.PCG, err error) {
+func (r *Run) decode(shards map[string][]byte, inherited bool) (st stateShard, param, vel []float64, pcg *rand.PCG, err error) {
 	want := []string{ShardOptimizer, ShardState, ShardWeights}
 	for _, name := range want {
 		if _, ok := shards[name]; !ok {
@@ -232,7 +245,7 @@ func (r *Run) decode(shards map[string][]byte) (st stateShard, param, vel []floa
 				ErrBadCheckpoint, name, Name, listNames(want), Name)
 		}
 	}
-	if st, err = r.decodeState(shards[ShardState]); err != nil {
+	if st, err = r.decodeState(shards[ShardState], inherited); err != nil {
 		return st, nil, nil, nil, fmt.Errorf("%s shard: %w", ShardState, err)
 	}
 	pcg = new(rand.PCG)
@@ -249,7 +262,7 @@ func (r *Run) decode(shards map[string][]byte) (st stateShard, param, vel []floa
 }
 
 // decodeState parses and checks the state shard.
-func (r *Run) decodeState(data []byte) (stateShard, error) {
+func (r *Run) decodeState(data []byte, inherited bool) (stateShard, error) {
 	var st stateShard
 	if err := json.Unmarshal(data, &st); err != nil {
 		return st, fmt.Errorf("%w: not the JSON object Save writes: %w", ErrBadCheckpoint, err)
@@ -269,7 +282,12 @@ func (r *Run) decodeState(data []byte) (stateShard, error) {
 	if st.Workload != Name {
 		return st, fmt.Errorf("%w: it is a checkpoint of workload %q, not %q", ErrCheckpointMismatch, st.Workload, Name)
 	}
-	if err := st.Config.diff(fingerprintOf(r.cfg)); err != nil {
+	want := fingerprintOf(r.cfg)
+	if inherited {
+		ck := st.Config
+		want = fingerprint{LearningRate: ck.LearningRate, HiddenUnits: want.HiddenUnits, WeightDecay: ck.WeightDecay, BatchSize: ck.BatchSize, Momentum: ck.Momentum, Seed: ck.Seed}
+	}
+	if err := st.Config.diff(want); err != nil {
 		return st, err
 	}
 	if st.DataCRC != dataChecksum() {

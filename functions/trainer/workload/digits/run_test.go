@@ -450,3 +450,44 @@ func BenchmarkCheckpoint(b *testing.B) {
 		}
 	})
 }
+
+// TestInherit takes over another run's checkpoint, as a PBT exploit does:
+// Restore refuses it for its other hyperparameters, Inherit accepts it
+// unless the hidden units (the state's shape) differ, and training goes on
+// from the donor's epoch with the inheriting run's own learning rate.
+func TestInherit(t *testing.T) {
+	t.Parallel()
+	donorCfg := defaults(t, 3)
+	donorCfg.HiddenUnits, donorCfg.Epochs = 16, 6
+	donor := newRun(t, donorCfg)
+	trainEpochs(t, donor, 3, new(recorder))
+	shards := save(t, donor)
+
+	cfg := donorCfg
+	cfg.LearningRate, cfg.Momentum, cfg.Seed = donorCfg.LearningRate*1.2, 0.8, 9
+	heir := newRun(t, cfg)
+	if err := heir.Restore(shards); !errors.Is(err, ErrCheckpointMismatch) {
+		t.Fatalf("Restore of another run's checkpoint = %v, want ErrCheckpointMismatch", err)
+	}
+	if err := heir.Inherit(shards); err != nil {
+		t.Fatalf("Inherit: %v", err)
+	}
+	if heir.Epoch() != 3 {
+		t.Fatalf("epoch %d after Inherit, want the donor's 3", heir.Epoch())
+	}
+	var got, donorNext recorder
+	trainEpochs(t, heir, 1, &got)
+	trainEpochs(t, donor, 1, &donorNext)
+	if fmt.Sprint(got) == fmt.Sprint(donorNext) {
+		t.Errorf("the heir trained its 4th epoch exactly as the donor did; its own learning rate played no part")
+	}
+	if err := newRun(t, cfg).Restore(save(t, heir)); err != nil {
+		t.Errorf("the heir's own checkpoint does not restore into its configuration: %v", err)
+	}
+
+	wide := cfg
+	wide.HiddenUnits = 32
+	if err := newRun(t, wide).Inherit(shards); !errors.Is(err, ErrCheckpointMismatch) || !strings.Contains(err.Error(), ParamHiddenUnits) {
+		t.Errorf("Inherit with other hidden units = %v, want a mismatch naming %s", err, ParamHiddenUnits)
+	}
+}

@@ -1,0 +1,277 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/hpsearch/hpsearch/internal/checkpoint"
+	"github.com/hpsearch/hpsearch/internal/coordinator"
+	"github.com/hpsearch/hpsearch/internal/hptype"
+)
+
+// curve is the validation loss of a trial with learning rate lr after
+// resource epochs: it falls with training, and lr near 0.05 is best.
+func curve(lr, resource float64) float64 {
+	return math.Abs(math.Log(lr/0.05)) + 2/(1+resource)
+}
+
+// state is what the curve trainer checkpoints.
+type state struct {
+	Trial    int     `json:"trial"`
+	Resource float64 `json:"resource"`
+}
+
+// curveTrainer trains along curve from the resource of the checkpoint it
+// restores up to the segment's target (9 when none), reports a metric per
+// epoch and checkpoints at the end, like the built-in workload. It records
+// which trial's state each segment restored.
+type curveTrainer struct {
+	ckpts *checkpoint.Store
+	mu    sync.Mutex
+	// restored[trial][segment] is the trial whose checkpoint the segment
+	// started from (-1 for none).
+	restored map[int]map[int]int
+	// stop, when set, is called with each request before it runs.
+	stop func(hptype.SegmentRequest)
+}
+
+func (c *curveTrainer) run(ctx context.Context, req hptype.SegmentRequest) (hptype.SegmentResult, error) {
+	if c.stop != nil {
+		c.stop(req)
+		if ctx.Err() != nil {
+			return hptype.SegmentResult{}, ctx.Err()
+		}
+	}
+	lr, err := req.Params.Float("lr")
+	if err != nil {
+		return hptype.SegmentResult{}, err
+	}
+	from, origin := 0.0, -1
+	var mem checkpoint.Memory
+	if m, _, err := c.ckpts.Latest(ctx, req.Checkpoint.Prefix, &mem); err == nil {
+		var st state
+		b, _ := mem.Bytes("state")
+		if err := json.Unmarshal(b, &st); err != nil {
+			return hptype.SegmentResult{}, err
+		}
+		from, origin = m.Resource, st.Trial
+	}
+	c.mu.Lock()
+	if c.restored[req.Trial] == nil {
+		c.restored[req.Trial] = map[int]int{}
+	}
+	c.restored[req.Trial][req.Segment] = origin
+	c.mu.Unlock()
+	to := req.Resource.To
+	if to == 0 {
+		to = 9
+	}
+	res := hptype.SegmentResult{
+		APIVersion: hptype.APIVersion, Study: req.Study, Trial: req.Trial, Attempt: req.Attempt,
+		Status: hptype.SegmentCompleted, ResourceReached: to,
+		Usage: hptype.Usage{WallMS: 100, BilledMS: 100},
+	}
+	for r := from + 1; r <= to; r++ {
+		res.Metrics = append(res.Metrics, hptype.Metric{Step: r, Name: "val_loss", Value: curve(lr, r)})
+	}
+	b, _ := json.Marshal(state{Trial: req.Trial, Resource: to})
+	m, err := c.ckpts.Save(ctx, req.Checkpoint.Prefix, checkpoint.Manifest{Study: req.Study, Trial: req.Trial,
+		ID: checkpoint.ID{Segment: req.Segment, Attempt: req.Attempt}, Resource: to}, []checkpoint.Shard{checkpoint.BytesShard("state", b)})
+	if err != nil {
+		return hptype.SegmentResult{}, err
+	}
+	res.Checkpoint = m.Ref()
+	return res, nil
+}
+
+func scheduledSetup(t *testing.T) (*bundle, *curveTrainer) {
+	b := setup(t, nil)
+	ct := &curveTrainer{ckpts: b.ckpts, restored: map[int]map[int]int{}}
+	b.exec.fn = ct.run
+	return b, ct
+}
+
+// decisions lists a study's rung decisions in the order they were made.
+func decisions(trials []*hptype.Trial) []string {
+	var all []hptype.RungDecision
+	trialOf := map[int]int{}
+	for _, tr := range trials {
+		for _, r := range tr.Rungs {
+			all = append(all, r)
+			trialOf[r.Seq] = tr.Number
+		}
+	}
+	slices.SortFunc(all, func(a, b hptype.RungDecision) int { return a.Seq - b.Seq })
+	out := make([]string, len(all))
+	for i, r := range all {
+		out[i] = fmt.Sprintf("#%d trial %d at %g: %s", r.Seq, trialOf[r.Seq], r.Resource, r.Action)
+	}
+	return out
+}
+
+func TestASHAPrunesAndPromotesFromCheckpoints(t *testing.T) {
+	b, ct := scheduledSetup(t)
+	sp := mustSpec(t, fmt.Sprintf(baseSpec, 12, 3)+"scheduler: {type: asha, min: 1, max: 9}\n")
+	res, err := coordinator.Run(context.Background(), b.config(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Progress
+	if res.Study.State != hptype.StudyCompleted || p.Pruned == 0 || p.Completed == 0 || p.Pruned+p.Completed != 12 {
+		t.Fatalf("state %s; %d pruned, %d completed of 12", res.Study.State, p.Pruned, p.Completed)
+	}
+	// Every segment trains from where the last one stopped up to a rung
+	// (1, 3) or to max (9), and starts from the trial's own checkpoint.
+	var trained float64
+	for _, req := range b.exec.reqs {
+		if !slices.Contains([]float64{1, 3, 9}, req.Resource.To) {
+			t.Errorf("trial %d segment %d asked to train to %g, not a rung or max", req.Trial, req.Segment, req.Resource.To)
+		}
+		trained += req.Resource.To - req.Resource.From
+		want := req.Trial
+		if req.Segment == 0 {
+			want = -1
+		}
+		if got := ct.restored[req.Trial][req.Segment]; got != want {
+			t.Errorf("trial %d segment %d restored trial %d's checkpoint, want %d", req.Trial, req.Segment, got, want)
+		}
+	}
+	if p.ResourceTrained != trained || trained >= 12*9*0.75 {
+		t.Errorf("resource trained %g (requests: %g); full training is %d", p.ResourceTrained, trained, 12*9)
+	}
+	seqs := map[int]bool{}
+	for _, tr := range res.Trials {
+		for i, r := range tr.Rungs {
+			if seqs[r.Seq] {
+				t.Errorf("decision sequence number %d used twice", r.Seq)
+			}
+			seqs[r.Seq] = true
+			if r.Value != curve(tr.Params["lr"].(float64), r.Resource) {
+				t.Errorf("trial %d rung %d: value %g is not the objective at %g", tr.Number, i, r.Value, r.Resource)
+			}
+		}
+		last := tr.Rungs[len(tr.Rungs)-1]
+		switch tr.State {
+		case hptype.TrialCompleted:
+			if len(tr.Rungs) != 2 || last.Action != hptype.RungContinue || tr.Resource != 9 {
+				t.Errorf("completed trial %d: rungs %+v, resource %g", tr.Number, tr.Rungs, tr.Resource)
+			}
+		case hptype.TrialPruned:
+			if last.Action != hptype.RungStop || tr.Value != nil {
+				t.Errorf("pruned trial %d: last rung %+v, value %v", tr.Number, last, tr.Value)
+			}
+		}
+	}
+	if best := p.Best; best == nil || best.State != hptype.TrialCompleted {
+		t.Errorf("best trial %+v, want a completed one", best)
+	}
+}
+
+// TestASHADecisionsSurviveAStop stops an ASHA study in the middle and
+// resumes it: the rung decisions are those of an uninterrupted run.
+func TestASHADecisionsSurviveAStop(t *testing.T) {
+	sp := mustSpec(t, fmt.Sprintf(baseSpec, 12, 1)+"scheduler: {type: asha, min: 1, max: 9}\n")
+	b, _ := scheduledSetup(t)
+	ref, err := coordinator.Run(context.Background(), b.config(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := decisions(ref.Trials)
+
+	for _, stopAt := range []int{3, 8, 14} {
+		b, ct := scheduledSetup(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		n := 0
+		ct.stop = func(hptype.SegmentRequest) {
+			if n++; n == stopAt {
+				cancel()
+			}
+		}
+		res, err := coordinator.Run(ctx, b.config(sp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Study.State != hptype.StudyStopped {
+			t.Fatalf("stop at segment %d: study %s", stopAt, res.Study.State)
+		}
+		before := len(decisions(res.Trials))
+		ct.stop = nil
+		res, err = coordinator.Run(context.Background(), b.config(sp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decisions(res.Trials); !slices.Equal(got, want) {
+			t.Errorf("stopped at segment %d after %d decisions; decisions differ from an uninterrupted run:\n got %q\nwant %q", stopAt, before, got, want)
+		}
+	}
+}
+
+// TestPBTContinuesFromTheDonorsCheckpoint checks that an exploit hands the
+// donor's newest checkpoint and perturbed parameters to the trial's next
+// segment, and records the lineage.
+func TestPBTContinuesFromTheDonorsCheckpoint(t *testing.T) {
+	b, ct := scheduledSetup(t)
+	// Each trial of the grid is worse than the one before, so the trials
+	// that start once the first four have reached a rung are in the bottom
+	// quarter there, whatever the order of arrivals.
+	sp := mustSpec(t, `name: pbt
+objective: {metric: val_loss, goal: minimize}
+parameters:
+  lr: {type: float, min: 0.001, max: 1, points: [0.05, 0.06, 0.08, 0.1, 0.2, 0.4, 0.7, 1.0]}
+trainer: {builtin: digits-mlp, timeout: 1m}
+sampler: {type: grid}
+max_trials: 8
+max_concurrency: 4
+scheduler: {type: pbt, min: 3, max: 9, quantile: 0.25}
+`)
+	res, err := coordinator.Run(context.Background(), b.config(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Progress.Completed != 8 || res.Progress.Pruned != 0 {
+		t.Fatalf("%+v; PBT completes every trial", res.Progress)
+	}
+	exploits := 0
+	for _, tr := range res.Trials {
+		segment := 0
+		for _, r := range tr.Rungs {
+			// The rung's segment is the one after the last segment that
+			// reached r.Resource; find it through the attempts.
+			for _, a := range tr.Attempts {
+				if a.ResourceTo == r.Resource && a.Status == "completed" {
+					segment = a.Segment + 1
+				}
+			}
+			if r.Action != hptype.RungExploit {
+				continue
+			}
+			exploits++
+			if got := ct.restored[tr.Number][segment]; got != *r.Donor {
+				t.Errorf("trial %d exploited trial %d at %g, but its segment %d restored trial %d's checkpoint", tr.Number, *r.Donor, r.Resource, segment, got)
+			}
+			var req *hptype.SegmentRequest
+			for i := range b.exec.reqs {
+				if q := &b.exec.reqs[i]; q.Trial == tr.Number && q.Segment == segment {
+					req = q
+				}
+			}
+			if req == nil || req.Params["lr"] == r.DonorParams["lr"] || r.ParamsBefore == nil {
+				t.Errorf("trial %d after its exploit of %d: request %+v; lineage %+v", tr.Number, *r.Donor, req, r)
+				continue
+			}
+			lr, _ := req.Params.Float("lr")
+			donorLR, _ := r.DonorParams.Float("lr")
+			if f := lr / donorLR; math.Abs(f-0.8) > 1e-9 && math.Abs(f-1.2) > 1e-9 && lr != 0.001 && lr != 1 {
+				t.Errorf("trial %d: lr %g is not the donor's %g perturbed by 0.8 or 1.2", tr.Number, lr, donorLR)
+			}
+		}
+	}
+	if exploits == 0 {
+		t.Fatalf("no exploit happened: %q", decisions(res.Trials))
+	}
+}
