@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hpsearch/hpsearch/internal/blob"
 	"github.com/hpsearch/hpsearch/internal/hptype"
 )
+
+// Blobs is the blob store the checkpoints live in.
+func (s *Store) Blobs() blob.Store { return s.blobs }
 
 // URI names the blob store the checkpoints live in.
 func (s *Store) URI() string { return s.blobs.URI() }

@@ -63,3 +63,39 @@ func (s *Store) GetResult(ctx context.Context, prefix string, segment, attempt i
 	}
 	return data, nil
 }
+
+// Cancel marks an attempt of a segment as cancelled: a worker that leases
+// its job later drops it, and one running it stops it (with a checkpoint).
+// Marking twice is not an error.
+func (s *Store) Cancel(ctx context.Context, prefix string, segment, attempt int) error {
+	if err := checkPrefix(prefix); err != nil {
+		return fmt.Errorf("checkpoint: cancel: %w", err)
+	}
+	err := s.blobs.Put(ctx, cancelKey(prefix, segment, attempt), bytes.NewReader(nil), 0, blob.PutOptions{IfNotExists: true})
+	if err != nil && !errors.Is(err, blob.ErrExists) {
+		return fmt.Errorf("checkpoint: cancel segment %d attempt %d under %s: %w", segment, attempt, prefix, err)
+	}
+	return nil
+}
+
+// Cancelled reports whether Cancel marked the attempt.
+func (s *Store) Cancelled(ctx context.Context, prefix string, segment, attempt int) (bool, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return false, fmt.Errorf("checkpoint: cancelled: %w", err)
+	}
+	key := cancelKey(prefix, segment, attempt)
+	infos, err := s.blobs.List(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("checkpoint: look for the cancellation of segment %d attempt %d under %s: %w", segment, attempt, prefix, err)
+	}
+	for _, i := range infos {
+		if i.Key == key {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func cancelKey(prefix string, segment, attempt int) string {
+	return fmt.Sprintf("%s/%s/%06d.%03d.cancel", prefix, resultsDir, segment, attempt)
+}

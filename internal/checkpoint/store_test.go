@@ -986,6 +986,24 @@ func testResults(t *testing.T, b blob.Store) {
 	if err := s.PutResult(ctx, prefix, -1, 0, result); err == nil {
 		t.Error("PutResult(segment -1) succeeded")
 	}
+	// Cancellation marks: per attempt, idempotent, and not results.
+	if got, err := s.Cancelled(ctx, prefix, 3, 4); err != nil || got {
+		t.Fatalf("Cancelled before Cancel = %v, %v", got, err)
+	}
+	for range 2 {
+		if err := s.Cancel(ctx, prefix, 3, 4); err != nil {
+			t.Fatalf("Cancel: %v", err)
+		}
+	}
+	if got, err := s.Cancelled(ctx, prefix, 3, 4); err != nil || !got {
+		t.Errorf("Cancelled after Cancel = %v, %v", got, err)
+	}
+	if got, _ := s.Cancelled(ctx, prefix, 3, 1); got {
+		t.Error("cancelling attempt 4 cancelled attempt 1")
+	}
+	if _, err := s.GetResult(ctx, prefix, 3, 4); !errors.Is(err, checkpoint.ErrNoResult) {
+		t.Errorf("GetResult of a cancelled attempt = %v, want ErrNoResult", err)
+	}
 }
 
 func testBadInput(t *testing.T, b blob.Store) {

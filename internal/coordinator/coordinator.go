@@ -20,6 +20,7 @@ import (
 
 	"github.com/hpsearch/hpsearch/internal/executor"
 	"github.com/hpsearch/hpsearch/internal/hptype"
+	"github.com/hpsearch/hpsearch/internal/placement"
 	"github.com/hpsearch/hpsearch/internal/queue"
 	"github.com/hpsearch/hpsearch/internal/schedule"
 	"github.com/hpsearch/hpsearch/internal/search"
@@ -84,6 +85,12 @@ type Config struct {
 	// Scheduler defaults to schedule.New(Spec): none when the space file
 	// has no scheduler section.
 	Scheduler schedule.Scheduler
+	// Pool runs the segments of the trials placed on the space file's
+	// worker pool. Required when the space file has a pool.
+	Pool executor.Executor
+	// PoolUsage reads the pool workers' ledgers, for the cost of their
+	// idle time; nil when there is no pool.
+	PoolUsage func(ctx context.Context) ([]hptype.WorkerUsage, error)
 	// LogDir holds trial logs, as LogDir/<study>/trial-<n>.log.
 	LogDir string
 	// Logger defaults to slog.Default().
@@ -107,6 +114,9 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.Spec == nil || c.Store == nil || c.Queue == nil || c.Executor == nil || c.Checkpoints == nil {
 		return c, errors.New("coordinator: Spec, Store, Queue, Executor and Checkpoints are required")
+	}
+	if c.Spec.Pool != nil && c.Pool == nil {
+		return c, fmt.Errorf("coordinator: the space file has pool %q but no pool executor was given", c.Spec.Pool.Name)
 	}
 	if c.Sampler == nil {
 		s, err := search.New(c.Spec)
@@ -166,6 +176,8 @@ type coordinator struct {
 	// elapsedBefore is the study's wall time from earlier runs.
 	elapsedBefore float64
 	exhausted     bool
+	// workers are the pool workers' ledgers, as last read.
+	workers []hptype.WorkerUsage
 }
 
 // Run runs the study of cfg.Spec until it completes, its budget is spent or
@@ -318,10 +330,19 @@ func (c *coordinator) createTrials(ctx context.Context) error {
 			return fmt.Errorf("sample trial %d: %w", n, err)
 		}
 		t := &hptype.Trial{Study: c.study.ID, Number: n, Params: params, State: hptype.TrialQueued, CreatedAt: c.cfg.Now().UTC()}
+		where, err := placement.Place(c.cfg.Spec, params)
+		if err != nil {
+			t.State, t.FinishedAt, t.Error = hptype.TrialFailed, t.CreatedAt, "placement: "+err.Error()
+		}
+		t.Placement = &where
 		if err := c.cfg.Store.CreateTrial(ctx, t); err != nil {
 			return fmt.Errorf("create trial %d: %w", n, err)
 		}
 		c.trials = append(c.trials, t)
+		if t.State == hptype.TrialFailed {
+			c.emit(TrialFailed, t, t.Error)
+			continue
+		}
 		if err := c.enqueue(ctx, t); err != nil {
 			return err
 		}
@@ -336,7 +357,12 @@ func (c *coordinator) budgetSpent() string {
 		return fmt.Sprintf("budget: max_wall %s reached", b.MaxWall)
 	}
 	if b.MaxCostUSD > 0 {
-		if cost := c.progress().CostUSD; cost >= b.MaxCostUSD {
+		p := c.progress()
+		cost := p.CostUSD
+		if p.Pool != nil {
+			cost += p.Pool.IdleCostUSD
+		}
+		if cost >= b.MaxCostUSD {
 			return fmt.Sprintf("budget: max_cost_usd %g reached (spent $%.6f)", b.MaxCostUSD, cost)
 		}
 	}
@@ -359,6 +385,7 @@ func (c *coordinator) saveElapsed(ctx context.Context) error {
 // finish records the study's end and, when it is over, applies the
 // checkpoint keep policy.
 func (c *coordinator) finish(ctx context.Context, state hptype.StudyState) error {
+	c.readWorkers(ctx)
 	c.study.State = state
 	if state == hptype.StudyCompleted || state == hptype.StudyFailed {
 		c.dropCheckpoints(ctx)
@@ -386,7 +413,11 @@ func (c *coordinator) dropCheckpoints(ctx context.Context) {
 }
 
 func (c *coordinator) progress() Progress {
-	return Summarize(c.cfg.Spec.Objective, c.cfg.Spec.MaxTrials, c.elapsed(), c.trials)
+	p := Summarize(c.cfg.Spec.Objective, c.cfg.Spec.MaxTrials, c.elapsed(), c.trials)
+	if c.cfg.Spec.Pool != nil {
+		p.Pool = PoolSummary(c.cfg.Spec.Pool.Name, c.trials, c.workers)
+	}
+	return p
 }
 
 func (c *coordinator) emit(kind EventKind, t *hptype.Trial, msg string) {

@@ -76,8 +76,12 @@ func (c *coordinator) start(ctx, wctx context.Context, l queue.Lease) error {
 		return fmt.Errorf("start trial %d: %w", t.Number, err)
 	}
 	req := c.request(t, now)
+	exec := c.cfg.Executor
+	if onPool(t) {
+		exec = c.cfg.Pool
+	}
 	c.launch(ctx, t.Number, l.Token, l.Attempt, true, func(ctx context.Context) (hptype.SegmentResult, error) {
-		return c.cfg.Executor.Run(ctx, req)
+		return exec.Run(ctx, req)
 	})
 	c.emit(TrialStarted, t, "")
 	return nil
@@ -129,7 +133,7 @@ func (c *coordinator) request(t *hptype.Trial, now time.Time) hptype.SegmentRequ
 		logPath = filepath.Join(c.cfg.LogDir, c.study.Name, fmt.Sprintf("trial-%d.log", t.Number))
 	}
 	run := tr.Timeout - time.Duration(t.WallSeconds()*float64(time.Second))
-	if mr := sp.Backend.MaxRuntime; mr > 0 && mr < run {
+	if mr := sp.Backend.MaxRuntime; mr > 0 && mr < run && !onPool(t) {
 		run = mr
 	}
 	a := t.Attempts[len(t.Attempts)-1]

@@ -67,6 +67,8 @@ type Progress struct {
 	// part of it hpsearch measured because the platform reported none.
 	BilledMS    int64 `json:"billed_ms"`
 	EstimatedMS int64 `json:"estimated_ms"`
+	// Pool is the use of the worker pool, when the study has one.
+	Pool *PoolProgress `json:"pool,omitempty"`
 	// Best is the best completed trial so far, if any (in events, without
 	// its metric history).
 	Best *hptype.Trial `json:"best,omitempty"`

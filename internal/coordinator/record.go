@@ -55,6 +55,9 @@ func (c *coordinator) handle(ctx context.Context, o outcome, stopReason string) 
 	if err := c.cfg.Store.UpdateTrial(ctx, t); err != nil {
 		return fmt.Errorf("record trial %d: %w", t.Number, err)
 	}
+	if onPool(t) {
+		c.readWorkers(ctx)
+	}
 	if err := settle(); err != nil && !errors.Is(err, queue.ErrLeaseLost) {
 		return fmt.Errorf("settle the job of trial %d: %w", t.Number, err)
 	}
@@ -67,7 +70,7 @@ func (c *coordinator) recordResult(ctx context.Context, t *hptype.Trial, a *hpty
 	sp := c.cfg.Spec
 	res := o.res
 	billed := time.Duration(res.Usage.BilledMS) * time.Millisecond
-	a.WallSeconds, a.CostUSD = billed.Seconds(), sp.Backend.SegmentCost(billed)
+	a.WallSeconds, a.CostUSD = billed.Seconds(), c.segmentCost(t, billed)
 	a.BilledEstimated, a.Throttles = res.Usage.Estimated, res.Usage.Throttles
 	a.ResourceTo = res.ResourceReached
 	t.Metrics = append(t.Metrics, res.Metrics...)
@@ -135,7 +138,6 @@ func (c *coordinator) recordResult(ctx context.Context, t *hptype.Trial, a *hpty
 // died while it ran. The progress of the last checkpoint the attempt wrote
 // is kept; the work done after it is recorded as wasted.
 func (c *coordinator) recordLoss(ctx context.Context, t *hptype.Trial, a *hptype.Attempt, o outcome, stopReason string) (EventKind, func() error) {
-	sp := c.cfg.Spec
 	ck, metrics, err := c.cfg.Checkpoints.LastOf(ctx, c.prefix(t.Number), a.Segment, a.Number)
 	if err != nil {
 		c.cfg.Logger.Warn("could not look for the checkpoints of a failed attempt; its work counts as lost", "trial", t.Number, "attempt", a.Number, "error", err)
@@ -157,12 +159,12 @@ func (c *coordinator) recordLoss(ctx context.Context, t *hptype.Trial, a *hptype
 		// checkpoint. That much is priced; nothing counts as wasted.
 		wall = max(0, lostFrom.Sub(a.StartedAt))
 	}
-	a.WallSeconds, a.CostUSD = wall.Seconds(), sp.Backend.SegmentCost(wall)
+	a.WallSeconds, a.CostUSD = wall.Seconds(), c.segmentCost(t, wall)
 	a.BilledEstimated = true
 	if !lost {
 		wasted := min(max(0, a.FinishedAt.Sub(lostFrom)), wall)
 		a.WastedSeconds = wasted.Seconds()
-		a.WastedCostUSD = wasted.Seconds() * sp.Backend.RatePerSecond()
+		a.WastedCostUSD = wasted.Seconds() * c.ratePerSecond(t)
 	}
 	a.Error = o.err.Error()
 	token := o.token

@@ -61,15 +61,15 @@ func (c *coordinator) recoverRunning(ctx context.Context, t *hptype.Trial) error
 	switch {
 	case res != nil:
 		// The segment finished while no coordinator was there to hear it.
-		o.res = c.stored(*res)
-	case c.cfg.Spec.Backend.Type != spec.Local && c.cfg.Now().Before(c.orphanDeadline(a)):
+		o.res = c.stored(t, *res)
+	case (c.cfg.Spec.Backend.Type != spec.Local || onPool(t)) && c.cfg.Now().Before(c.orphanDeadline(t, a)):
 		// A function invocation outlives the coordinator that made it: wait
 		// for its result rather than run the segment twice. Its lease may
 		// have expired while no coordinator ran, so it is not extended: the
 		// trial's attempt, not the lease, fences the result.
 		c.cfg.Logger.Info("waiting for the result of a segment started before a restart", "trial", t.Number, "segment", a.Segment, "attempt", a.Number)
 		c.launch(ctx, t.Number, t.LeaseToken, 1, false, func(ctx context.Context) (hptype.SegmentResult, error) {
-			return c.awaitResult(ctx, prefix, a.Segment, a.Number, c.orphanDeadline(a))
+			return c.awaitResult(ctx, t, a.Segment, a.Number, c.orphanDeadline(t, a))
 		})
 		return nil
 	default:
@@ -81,22 +81,27 @@ func (c *coordinator) recoverRunning(ctx context.Context, t *hptype.Trial) error
 // stored marks a result read from the checkpoint store: its billed time is
 // the trainer's own measure, which on a function backend is an estimate of
 // what the platform billed.
-func (c *coordinator) stored(res hptype.SegmentResult) hptype.SegmentResult {
-	if c.cfg.Spec.Backend.Type != spec.Local {
+func (c *coordinator) stored(t *hptype.Trial, res hptype.SegmentResult) hptype.SegmentResult {
+	if c.cfg.Spec.Backend.Type != spec.Local && !onPool(t) {
 		res.Usage.Estimated = true
 	}
 	return res
 }
 
 // orphanDeadline is when a segment started by an earlier coordinator must
-// have stored its result: its deadline, plus a minute for the platform.
-func (c *coordinator) orphanDeadline(a *hptype.Attempt) time.Time {
+// have stored its result: its deadline, plus a minute for the platform. A
+// pool segment may run for the rest of the trial's timeout.
+func (c *coordinator) orphanDeadline(t *hptype.Trial, a *hptype.Attempt) time.Time {
+	if onPool(t) {
+		return a.StartedAt.Add(c.cfg.Spec.Trainer.Timeout + time.Minute)
+	}
 	return a.StartedAt.Add(c.cfg.Spec.Backend.MaxRuntime + time.Minute)
 }
 
 // awaitResult polls the checkpoint store for a segment's stored result
 // until the deadline.
-func (c *coordinator) awaitResult(ctx context.Context, prefix string, segment, attempt int, deadline time.Time) (hptype.SegmentResult, error) {
+func (c *coordinator) awaitResult(ctx context.Context, t *hptype.Trial, segment, attempt int, deadline time.Time) (hptype.SegmentResult, error) {
+	prefix := c.prefix(t.Number)
 	tick := time.NewTicker(max(c.cfg.PollInterval, time.Second))
 	defer tick.Stop()
 	for {
@@ -105,7 +110,7 @@ func (c *coordinator) awaitResult(ctx context.Context, prefix string, segment, a
 		case err != nil:
 			c.cfg.Logger.Warn("could not read a stored segment result", "prefix", prefix, "error", err)
 		case res != nil:
-			return c.stored(*res), nil
+			return c.stored(t, *res), nil
 		}
 		if c.cfg.Now().After(deadline) {
 			return hptype.SegmentResult{}, errCoordinatorDied

@@ -275,3 +275,46 @@ scheduler: {type: pbt, min: 3, max: 9, quantile: 0.25}
 		t.Fatalf("no exploit happened: %q", decisions(res.Trials))
 	}
 }
+
+// TestPlacementRoutesTrials runs a study whose declared model size sends
+// some trials to the pool: each segment runs on the executor its trial's
+// placement names, pool attempts are priced by the hour, and the progress
+// reports the workers' idle time from their ledgers.
+func TestPlacementRoutesTrials(t *testing.T) {
+	b := setup(t, succeed)
+	pool := &recorder{fn: succeed}
+	sp := mustSpec(t, fmt.Sprintf(baseSpec, 8, 3)+"resources: {model_params: units * 3e7}\npool: {name: gpu, price_per_hour: 3.6}\n")
+	cfg := b.config(sp)
+	cfg.Pool = pool
+	cfg.PoolUsage = func(context.Context) ([]hptype.WorkerUsage, error) {
+		return []hptype.WorkerUsage{{ID: "w1", PricePerHour: 3.6, BusySeconds: 30, IdleSeconds: 10}}, nil
+	}
+	res, err := coordinator.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onPool := 0
+	for _, tr := range res.Trials {
+		units, _ := tr.Params.Int("units")
+		big := units > 33
+		if tr.Placement == nil || (tr.Placement.Pool == "gpu") != big {
+			t.Errorf("trial %d (units %d) placed %+v", tr.Number, units, tr.Placement)
+		}
+		ran := map[bool]*recorder{true: pool, false: b.exec}[big]
+		if ran.runs()[tr.Number] != 1 || map[bool]*recorder{true: b.exec, false: pool}[big].runs()[tr.Number] != 0 {
+			t.Errorf("trial %d (units %d) did not run once on its placement's executor", tr.Number, units)
+		}
+		want := 0.001*2 + 0.01 // 1 s at 2 GB and $0.001/GB-s, plus the request
+		if big {
+			onPool++
+			want = 1.0 / 3600 * 3.6
+		}
+		if got := tr.CostUSD(); math.Abs(got-want) > 1e-12 {
+			t.Errorf("trial %d costs $%g, want $%g", tr.Number, got, want)
+		}
+	}
+	p := res.Progress.Pool
+	if onPool == 0 || onPool == 8 || p == nil || p.Trials != onPool || p.Workers != 1 || p.Utilisation != 0.75 || math.Abs(p.IdleCostUSD-0.01) > 1e-12 {
+		t.Errorf("%d trials on the pool; pool progress %+v", onPool, p)
+	}
+}

@@ -150,6 +150,8 @@ type Trial struct {
 	Checkpoint *CheckpointRef `json:"checkpoint,omitempty"`
 	Attempts   []Attempt      `json:"attempts,omitempty"`
 	Metrics    []Metric       `json:"metrics,omitempty"`
+	// Placement says where the trial's segments run, and why.
+	Placement *Placement `json:"placement,omitempty"`
 	// Rungs are the scheduler's decisions about the trial, oldest first.
 	Rungs []RungDecision `json:"rungs,omitempty"`
 	// Value is the objective's final value; set when the trial completed.
@@ -157,6 +159,29 @@ type Trial struct {
 	Error      string    `json:"error,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// Placement is where a trial's segments run: the function backend, or a
+// worker pool (Pool names it).
+type Placement struct {
+	Pool   string `json:"pool,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// WorkerUsage is a pool worker's ledger: how long it has run, busy or idle,
+// since it started. Pool machines are billed per hour either way.
+type WorkerUsage struct {
+	ID           string    `json:"id"`
+	Pool         string    `json:"pool"`
+	InstanceType string    `json:"instance_type,omitempty"`
+	PricePerHour float64   `json:"price_per_hour"`
+	StartedAt    time.Time `json:"started_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	BusySeconds  float64   `json:"busy_seconds"`
+	IdleSeconds  float64   `json:"idle_seconds"`
+	Segments     int       `json:"segments"`
+	// Stopped is set when the worker exited.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // RungAction is what a scheduler decided about a trial at a rung.

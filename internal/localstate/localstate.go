@@ -65,6 +65,23 @@ func (s *State) Queue(study string) (*boltqueue.Queue, error) {
 	return q, nil
 }
 
+// poolQueueConfig is the retry policy of pool queues. A job whose lease
+// expired (its worker died) is answered by the next worker as a lost
+// attempt, so failed deliveries are rare; the limit only stops a job that
+// no worker can even decode.
+var poolQueueConfig = queue.Config{MaxAttempts: 10}
+
+// PoolQueue returns the queue of the worker pool with the given name: the
+// segment jobs of the trials placed on it, which hpsearch run serves to the
+// pool's workers.
+func (s *State) PoolQueue(pool string) (*boltqueue.Queue, error) {
+	q, err := boltqueue.New(s.db, poolQueueConfig, boltqueue.WithBucket("pool/"+pool))
+	if err != nil {
+		return nil, fmt.Errorf("open the queue of pool %q: %w", pool, err)
+	}
+	return q, nil
+}
+
 // Close closes the state file.
 func (s *State) Close() error {
 	return s.db.Close()

@@ -16,7 +16,7 @@ var BuiltinWorkloads = []string{"digits-mlp"}
 var studyName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 var (
-	topKeys     = []string{"name", "objective", "parameters", "trainer", "sampler", "max_trials", "max_concurrency", "budget", "backend", "checkpoint", "scheduler"}
+	topKeys     = []string{"name", "objective", "parameters", "trainer", "sampler", "max_trials", "max_concurrency", "budget", "backend", "checkpoint", "scheduler", "resources", "pool"}
 	objKeys     = []string{"metric", "goal"}
 	trainerKeys = []string{"builtin", "command", "env", "dir", "timeout"}
 	samplerKeys = []string{"type", "seed"}
@@ -69,6 +69,11 @@ func (d *decoder) spec(root *ast.MappingNode) *Spec {
 	}
 	s.Checkpoint = d.checkpoint(o, s.Backend.MaxRuntime)
 	s.Scheduler = d.scheduler(o, s)
+	s.Resources = d.resources(o, s.Params)
+	s.Pool = d.pool(o)
+	if s.Pool == nil {
+		d.checkFits(o, s)
+	}
 	d.checkRemoteStore(o, s)
 	if s.Sampler.Type == Grid {
 		d.checkGrid(o, s, srcs)

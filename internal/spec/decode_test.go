@@ -298,6 +298,35 @@ var validCases = []validCase{
 		}(),
 	},
 	{
+		name: "resources and a pool",
+		yaml: minimal("  x: {type: float, min: 0, max: 1}", "  layers: {type: int, min: 2, max: 48}", "  size: {type: categorical, values: [small, xl]}") + lines(
+			"resources:",
+			"  model_params: 12 * layers * pow(4096, 2)",
+			"  gpu: 1",
+			"  segment_time: 20m",
+			"pool: {name: gpu, instance_type: g5.xlarge}",
+		),
+		want: func() *Spec {
+			s := defaults(floatX, Param{Name: "layers", Type: Int, Min: 2, Max: 48, Step: 1}, Param{Name: "size", Type: Categorical, Values: []any{"small", "xl"}})
+			s.Resources = Resources{ModelParams: &Quantity{Expr: "12 * layers * pow(4096, 2)"}, GPU: 1, SegmentTime: 20 * time.Minute}
+			s.Pool = &Pool{Name: "gpu", Queue: "http", Listen: DefaultPoolListen, InstanceType: "g5.xlarge", PricePerHour: 1.006, Threshold: 1e9}
+			return s
+		}(),
+	},
+	{
+		name: "model size from a table, pool over sqs",
+		yaml: minimal("  size: {type: categorical, values: [small, xl]}") + lines(
+			"resources: {model_params: {param: size, values: {small: 1.2e8, xl: 3e9}}}",
+			"pool: {name: big, queue: 'sqs://hp-big?region=eu-west-1', price_per_hour: 2.5, threshold: 5e8}",
+		),
+		want: func() *Spec {
+			s := defaults(Param{Name: "size", Type: Categorical, Values: []any{"small", "xl"}})
+			s.Resources = Resources{ModelParams: &Quantity{Table: &QuantityTable{Param: "size", Values: map[string]float64{"small": 1.2e8, "xl": 3e9}}}}
+			s.Pool = &Pool{Name: "big", Queue: "sqs://hp-big?region=eu-west-1", Listen: DefaultPoolListen, PricePerHour: 2.5, Threshold: 5e8}
+			return s
+		}(),
+	},
+	{
 		name: "document marker, comments and quoted keys",
 		yaml: lines(
 			"# a study",
@@ -583,6 +612,18 @@ var invalidCases = []invalidCase{
 		"space.yaml:7:68", "scheduler.perturbation_factors[1] must be positive, got 0"},
 	{"pbt without floats", minimal("  n: {type: int, min: 1, max: 4}") + "scheduler: {type: pbt, min: 1, max: 9}\n",
 		"space.yaml:7:12", "pbt has no parameter to perturb"},
+	{"model params over an unknown parameter", minimal("  x: {type: float, min: 0, max: 1}") + "resources: {model_params: 12 * layer}\n",
+		"space.yaml:7:27", `resources.model_params: no parameter "layer"`},
+	{"model params expression with an operator", minimal("  x: {type: float, min: 0, max: 1}") + "resources: {model_params: 'x ^ 2'}\n",
+		"space.yaml:7:27", "operator ^ is not supported; use + - * / ( ) and pow(x, y)"},
+	{"model params table missing a value", minimal("  s: {type: categorical, values: [a, b]}") + "resources: {model_params: {param: s, values: {a: 1}}}\n",
+		"space.yaml:7:46", "has no entry for b"},
+	{"gpu without a pool", minimal("  x: {type: float, min: 0, max: 1}") + "resources: {gpu: 1}\n",
+		"space.yaml:7:12", "a trial needs 1 GPU(s) and the local backend has 0, and there is no pool"},
+	{"pool without a price", minimal("  x: {type: float, min: 0, max: 1}") + "pool: {name: gpu, instance_type: x9.huge}\n",
+		"space.yaml:7:34", `pool.instance_type "x9.huge" has no default price; add price_per_hour`},
+	{"pool with an unknown queue", minimal("  x: {type: float, min: 0, max: 1}") + "pool: {name: gpu, price_per_hour: 1, queue: redis}\n",
+		"space.yaml:7:45", "pool.queue must be http"},
 }
 
 func TestDecodeInvalid(t *testing.T) {

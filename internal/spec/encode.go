@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -126,6 +127,42 @@ func (w *writer) run(s *Spec) {
 	w.line(1, "max_cost_usd", w.float(s.Budget.MaxCostUSD))
 	w.backend(&s.Backend)
 	w.checkpoint(&s.Checkpoint)
+	w.resources(&s.Resources)
+	if s.Pool != nil {
+		w.pool(s.Pool)
+	}
+}
+
+func (w *writer) resources(r *Resources) {
+	if r.ModelParams == nil && r.GPU == 0 && r.MemoryMB == 0 && r.SegmentTime == 0 {
+		return
+	}
+	w.line(0, "resources", "")
+	if q := r.ModelParams; q != nil && q.Table != nil {
+		w.line(1, "model_params", "")
+		w.line(2, "param", w.str(q.Table.Param))
+		w.line(2, "values", "")
+		for _, k := range slices.Sorted(maps.Keys(q.Table.Values)) {
+			w.line(3, w.str(k), w.float(q.Table.Values[k]))
+		}
+	} else if q != nil {
+		w.line(1, "model_params", w.str(q.Expr))
+	}
+	w.line(1, "gpu", strconv.Itoa(r.GPU))
+	w.line(1, "memory_mb", strconv.Itoa(r.MemoryMB))
+	w.line(1, "segment_time", r.SegmentTime.String())
+}
+
+func (w *writer) pool(p *Pool) {
+	w.line(0, "pool", "")
+	w.line(1, "name", w.str(p.Name))
+	w.line(1, "queue", w.str(p.Queue))
+	w.line(1, "listen", w.str(p.Listen))
+	if p.InstanceType != "" {
+		w.line(1, "instance_type", w.str(p.InstanceType))
+	}
+	w.line(1, "price_per_hour", w.float(p.PricePerHour))
+	w.line(1, "threshold", w.float(p.Threshold))
 }
 
 func (w *writer) backend(b *Backend) {

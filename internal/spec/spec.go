@@ -25,6 +25,11 @@ type Spec struct {
 	// Scheduler stops unpromising trials early; the zero value runs every
 	// trial to the end.
 	Scheduler Scheduler
+	// Resources declares what a trial needs, for placement.
+	Resources Resources
+	// Pool, when set, is the worker pool that runs the trials that do not
+	// fit the backend.
+	Pool *Pool
 }
 
 // KeepPolicy says which checkpoints remain when a study ends.
