@@ -68,9 +68,12 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 type globals struct {
 	stateDir string
-	stdin    io.Reader
-	stdout   io.Writer
-	stderr   io.Writer
+	// server, when set, makes studies, trials, best and run talk to the
+	// hpsearch server at that URL.
+	server string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -85,6 +88,10 @@ configuration and what it cost.
 State (studies, trials, the job queue and trial logs) lives in the state
 directory: --state, else $HPSEARCH_STATE, else ./.hpsearch.
 
+With --server URL (or $HPSEARCH_SERVER), studies, trials, best and run
+talk to an hpsearch server (hpsearch serve) instead, with the bearer
+token in $HPSEARCH_TOKEN.
+
 Exit codes: 0 success, 1 the study failed, 2 bad usage or bad input,
 130 stopped by the user (run the same command again to resume).`,
 		SilenceUsage:  true,
@@ -98,6 +105,7 @@ Exit codes: 0 success, 1 the study failed, 2 bad usage or bad input,
 		def = localstate.DefaultDir
 	}
 	root.PersistentFlags().StringVar(&g.stateDir, "state", def, "state directory (env HPSEARCH_STATE)")
+	root.PersistentFlags().StringVar(&g.server, "server", os.Getenv("HPSEARCH_SERVER"), "URL of an hpsearch server for studies, trials, best and run (env HPSEARCH_SERVER; token in HPSEARCH_TOKEN)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(
 		newRunCmd(g),
@@ -106,6 +114,9 @@ Exit codes: 0 success, 1 the study failed, 2 bad usage or bad input,
 		newTrialsCmd(g),
 		newBestCmd(g),
 		newTrainerCmd(g),
+		newServeCmd(g),
+		newTokenCmd(g),
+		newWorkerCmd(g),
 	)
 	return root
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -30,6 +29,27 @@ func (g *globals) withState(fn func(*stateView) error) error {
 	}
 	defer st.Close()
 	return fn(&stateView{st: st.Store})
+}
+
+// studySource is where the inspecting commands read studies: the state
+// directory, or a server (--server).
+type studySource interface {
+	// studies returns every study; their Trials may be left out.
+	studies(ctx context.Context) ([]*studyInfo, error)
+	// study returns one study with its trials.
+	study(ctx context.Context, name string) (*studyInfo, error)
+}
+
+// withSource runs fn on the server of --server, or on the state directory.
+func (g *globals) withSource(fn func(studySource) error) error {
+	if g.server != "" {
+		r, err := g.remote()
+		if err != nil {
+			return err
+		}
+		return fn(r)
+	}
+	return g.withState(func(v *stateView) error { return fn(v) })
 }
 
 type stateView struct {
@@ -60,6 +80,22 @@ func (v *stateView) load(ctx context.Context, st *hptype.Study) (*studyInfo, err
 	return &studyInfo{Study: st, Spec: sp, Trials: trials, Progress: coordinator.Summarize(sp.Objective, sp.MaxTrials, st.ElapsedSeconds, trials)}, nil
 }
 
+func (v *stateView) studies(ctx context.Context) ([]*studyInfo, error) {
+	list, err := v.st.ListStudies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]*studyInfo, 0, len(list))
+	for _, st := range list {
+		info, err := v.load(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, info)
+	}
+	return infos, nil
+}
+
 func (v *stateView) study(ctx context.Context, name string) (*studyInfo, error) {
 	st, err := v.st.GetStudy(ctx, name)
 	if errors.Is(err, hptype.ErrNotFound) {
@@ -75,22 +111,13 @@ func newStudiesCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "studies",
-		Short: "List the studies in the state directory",
+		Short: "List the studies in the state directory, or on --server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.withState(func(v *stateView) error {
-				ctx := cmd.Context()
-				list, err := v.st.ListStudies(ctx)
+			return g.withSource(func(v studySource) error {
+				infos, err := v.studies(cmd.Context())
 				if err != nil {
 					return err
-				}
-				infos := make([]*studyInfo, 0, len(list))
-				for _, st := range list {
-					info, err := v.load(ctx, st)
-					if err != nil {
-						return err
-					}
-					infos = append(infos, info)
 				}
 				if asJSON {
 					return writeJSON(g.stdout, infos)
@@ -120,7 +147,7 @@ func newTrialsCmd(g *globals) *cobra.Command {
 		Short: "List a study's trials",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withState(func(v *stateView) error {
+			return g.withSource(func(v studySource) error {
 				in, err := v.study(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -128,30 +155,7 @@ func newTrialsCmd(g *globals) *cobra.Command {
 				if asJSON {
 					return writeJSON(g.stdout, in.Trials)
 				}
-				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				scheduled := in.Spec.Scheduler.Type != spec.NoScheduler
-				rungsHead := ""
-				if scheduled {
-					rungsHead = "RUNGS\t"
-				}
-				fmt.Fprintf(tw, "TRIAL\tSTATE\t%s\t%sSEGMENTS\tATTEMPTS\tCHECKPOINT\tWALL\tWASTED\tCOST\tPARAMS\n", in.Spec.Objective.Metric, rungsHead)
-				for _, t := range in.Trials {
-					value := "-"
-					if t.Value != nil {
-						value = strconv.FormatFloat(*t.Value, 'f', 4, 64)
-					}
-					ckpt := "-"
-					if t.Checkpoint != nil {
-						ckpt = formatBytes(t.Checkpoint.Bytes)
-					}
-					rungs := ""
-					if scheduled {
-						rungs = formatRungs(t.Rungs) + "\t"
-					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s%d\t%d\t%s\t%s\t%s\t$%.6f\t%s\n", t.Number, t.State, value, rungs, t.Segments(), len(t.Attempts), ckpt,
-						formatDuration(t.WallSeconds()), formatDuration(t.WastedSeconds()), t.CostUSD(), formatParams(in.Spec, t.Params))
-				}
-				return tw.Flush()
+				return writeTrials(g.stdout, in.Spec, in.Trials)
 			})
 		},
 	}
@@ -166,7 +170,7 @@ func newBestCmd(g *globals) *cobra.Command {
 		Short: "Show a study's best trial",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.withState(func(v *stateView) error {
+			return g.withSource(func(v studySource) error {
 				in, err := v.study(cmd.Context(), args[0])
 				if err != nil {
 					return err

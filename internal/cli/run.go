@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/hpsearch/hpsearch/internal/checkpoint"
 	"github.com/hpsearch/hpsearch/internal/coordinator"
 	"github.com/hpsearch/hpsearch/internal/hptype"
+	"github.com/hpsearch/hpsearch/internal/localstate"
 	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
@@ -35,7 +37,11 @@ trial and a summary with the cost.
 
 Ctrl-C stops cleanly: running trials are asked to checkpoint and are
 recorded as interrupted. Running the same command again resumes the study
-where it stopped, also after a crash: completed trials are not run again.`,
+where it stopped, also after a crash: completed trials are not run again.
+
+With --server URL the study runs on that hpsearch server: the command
+creates it there (or resumes it, or follows it if it runs already), shows
+its events as they come, and Ctrl-C stops it on the server.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.run(cmd.Context(), args[0], asJSON)
@@ -46,6 +52,9 @@ where it stopped, also after a crash: completed trials are not run again.`,
 }
 
 func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
+	if g.server != "" {
+		return g.runRemote(ctx, path, asJSON)
+	}
 	sp, err := spec.Load(path)
 	if err != nil {
 		return usageError(err)
@@ -59,21 +68,14 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 		return err
 	}
 	defer st.Close()
-	q, err := st.Queue(sp.Name)
+	if prev, err := st.Store.GetStudy(ctx, sp.Name); err == nil && prev.State == hptype.StudyCancelled {
+		return usageError(fmt.Errorf("study %q was cancelled and does not resume; give the space file another name", sp.Name))
+	}
+	cfg, release, err := wire(ctx, st, sp, specDir, newLogger(g.stderr))
 	if err != nil {
 		return &exitError{code: ExitFailed, err: err}
 	}
-	defer q.Close()
-	ckpts, err := openCheckpoints(ctx, sp, st.Dir)
-	if err != nil {
-		return &exitError{code: ExitFailed, err: err}
-	}
-	logger := newLogger(g.stderr)
-	exec, closeExec, err := newExecutor(ctx, sp, ckpts, logger)
-	if err != nil {
-		return &exitError{code: ExitFailed, err: err}
-	}
-	defer closeExec()
+	defer release()
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -85,18 +87,8 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 
 	view := newView(g.stdout, sp, asJSON)
 	defer view.close()
-	res, err := coordinator.Run(ctx, coordinator.Config{
-		Spec:        sp,
-		SpecDir:     specDir,
-		Store:       st.Store,
-		Queue:       q,
-		Executor:    exec,
-		Checkpoints: ckpts,
-		LogDir:      st.LogDir,
-		Logger:      logger,
-		OnEvent:     view.event,
-		MaxAttempts: queueConfig.MaxAttempts,
-	})
+	cfg.OnEvent = view.event
+	res, err := coordinator.Run(ctx, cfg)
 	if errors.Is(err, coordinator.ErrSearchChanged) {
 		return usageError(err)
 	}
@@ -107,17 +99,72 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 	if !asJSON {
 		printSummary(g.stdout, sp, res, st.LogDir)
 	}
-	switch res.Study.State {
+	return runExit(sp.Name, res.Study.State, res.Reason, res.Progress.Best != nil, filepath.Join(st.LogDir, sp.Name))
+}
+
+// runExit is the outcome of a run that left its study in state: an error
+// with the exit code for a study that stopped, failed, was cancelled or
+// spent its budget with no completed trial.
+func runExit(name string, state hptype.StudyState, reason string, hasBest bool, logs string) error {
+	switch state {
 	case hptype.StudyStopped:
-		return &exitError{code: ExitInterrupted, err: fmt.Errorf("study %q stopped; run the same command again to resume it", sp.Name)}
+		return &exitError{code: ExitInterrupted, err: fmt.Errorf("study %q stopped; run the same command again to resume it", name)}
+	case hptype.StudyCancelled:
+		return &exitError{code: ExitFailed, err: fmt.Errorf("study %q was cancelled", name)}
 	case hptype.StudyFailed:
-		return &exitError{code: ExitFailed, err: fmt.Errorf("study %q failed: %s; see the trial logs in %s", sp.Name, res.Reason, filepath.Join(st.LogDir, sp.Name))}
+		return &exitError{code: ExitFailed, err: fmt.Errorf("study %q failed: %s; see the trial logs in %s", name, reason, logs)}
 	case hptype.StudyBudgetExhausted:
-		if res.Progress.Best == nil {
-			return &exitError{code: ExitFailed, err: fmt.Errorf("study %q spent its budget with no completed trial", sp.Name)}
+		if !hasBest {
+			return &exitError{code: ExitFailed, err: fmt.Errorf("study %q spent its budget with no completed trial", name)}
 		}
 	}
 	return nil
+}
+
+// wire prepares the coordinator of a study on an open state directory, as
+// both `hpsearch run` and `hpsearch serve` run it: the study's queue, its
+// checkpoint store and its backend's executor. It returns the
+// coordinator's configuration without OnEvent, and a function that
+// releases what it opened.
+func wire(ctx context.Context, st *localstate.State, sp *spec.Spec, specDir string, logger *slog.Logger) (coordinator.Config, func(), error) {
+	q, err := st.Queue(sp.Name)
+	if err != nil {
+		return coordinator.Config{}, nil, err
+	}
+	ckpts, err := openCheckpoints(ctx, sp, st.Dir)
+	if err != nil {
+		q.Close()
+		return coordinator.Config{}, nil, err
+	}
+	exec, closeExec, err := newExecutor(ctx, sp, ckpts, logger)
+	if err != nil {
+		q.Close()
+		return coordinator.Config{}, nil, err
+	}
+	pw, err := newPool(ctx, st, sp, ckpts, logger)
+	if err != nil {
+		closeExec()
+		q.Close()
+		return coordinator.Config{}, nil, err
+	}
+	cfg := coordinator.Config{
+		Spec:        sp,
+		SpecDir:     specDir,
+		Store:       st.Store,
+		Queue:       q,
+		Executor:    exec,
+		Checkpoints: ckpts,
+		Pool:        pw.exec,
+		PoolUsage:   pw.usage,
+		LogDir:      st.LogDir,
+		Logger:      logger,
+		MaxAttempts: queueConfig.MaxAttempts,
+	}
+	return cfg, func() {
+		pw.close()
+		closeExec()
+		q.Close()
+	}, nil
 }
 
 // openCheckpoints opens the study's checkpoint store: the space file's

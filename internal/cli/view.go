@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"golang.org/x/term"
@@ -191,6 +193,53 @@ func (v *view) describe(e coordinator.Event) string {
 	return ""
 }
 
+// writeTrials prints a study's trials as a table. The RUNGS column shows
+// when the study has a scheduler, PLACEMENT when it has a worker pool.
+func writeTrials(w io.Writer, sp *spec.Spec, trials []*hptype.Trial) error {
+	scheduled, pooled := sp.Scheduler.Type != spec.NoScheduler, sp.Pool != nil
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := []string{"TRIAL", "STATE", sp.Objective.Metric}
+	if scheduled {
+		head = append(head, "RUNGS")
+	}
+	if pooled {
+		head = append(head, "PLACEMENT")
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "SEGMENTS", "ATTEMPTS", "CHECKPOINT", "WALL", "WASTED", "COST", "PARAMS"), "\t"))
+	for _, t := range trials {
+		row := []string{strconv.Itoa(t.Number), string(t.State), "-"}
+		if t.Value != nil {
+			row[2] = strconv.FormatFloat(*t.Value, 'f', 4, 64)
+		}
+		if scheduled {
+			row = append(row, formatRungs(t.Rungs))
+		}
+		if pooled {
+			row = append(row, formatPlacement(t.Placement))
+		}
+		ckpt := "-"
+		if t.Checkpoint != nil {
+			ckpt = formatBytes(t.Checkpoint.Bytes)
+		}
+		row = append(row, strconv.Itoa(t.Segments()), strconv.Itoa(len(t.Attempts)), ckpt,
+			formatDuration(t.WallSeconds()), formatDuration(t.WastedSeconds()), fmt.Sprintf("$%.6f", t.CostUSD()), formatParams(sp, t.Params))
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// formatPlacement writes where a trial runs and why: "pool gpu
+// (model_params 1.28e9 > 1e9 (pool.threshold))" or "functions (...)".
+func formatPlacement(p *hptype.Placement) string {
+	switch {
+	case p == nil:
+		return "-"
+	case p.Pool != "":
+		return "pool " + p.Pool + " (" + p.Reason + ")"
+	}
+	return "functions (" + p.Reason + ")"
+}
+
 // formatRungs writes a trial's rung decisions compactly: "1 go, 3 stop",
 // "4 copy#2" for an exploit of trial 2.
 func formatRungs(rs []hptype.RungDecision) string {
@@ -270,6 +319,10 @@ func printSummary(w io.Writer, sp *spec.Spec, res *coordinator.Result, logDir st
 	}
 	fmt.Fprintf(w, "  wall time  %s\n", formatDuration(res.Study.ElapsedSeconds))
 	fmt.Fprintf(w, "  cost       $%.6f (wasted on lost work: $%.6f; %s backend, %d MB)\n", p.CostUSD, p.WastedCostUSD, sp.Backend.Type, sp.Backend.MemoryMB)
+	if pp := p.Pool; pp != nil {
+		fmt.Fprintf(w, "  pool       %s: %d trials on %d workers, %.0f%% busy; busy $%.6f (in the cost above), idle $%.6f (at $%g/h)\n",
+			pp.Name, pp.Trials, pp.Workers, 100*pp.Utilisation, pp.CostUSD, pp.IdleCostUSD, sp.Pool.PricePerHour)
+	}
 	if sp.Backend.Type != spec.Local {
 		fmt.Fprintf(w, "  billed     %s, of which %s measured by hpsearch (no platform report)\n", formatDuration(float64(p.BilledMS)/1000), formatDuration(float64(p.EstimatedMS)/1000))
 		fmt.Fprintf(w, "  throttled  %d invocations, retried\n", p.Throttles)

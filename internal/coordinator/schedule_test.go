@@ -238,15 +238,19 @@ scheduler: {type: pbt, min: 3, max: 9, quantile: 0.25}
 	}
 	exploits := 0
 	for _, tr := range res.Trials {
-		segment := 0
-		for _, r := range tr.Rungs {
-			// The rung's segment is the one after the last segment that
-			// reached r.Resource; find it through the attempts.
-			for _, a := range tr.Attempts {
-				if a.ResourceTo == r.Resource && a.Status == "completed" {
-					segment = a.Segment + 1
-				}
+		// The i-th rung decision follows the i-th attempt that completed at
+		// a rung; the segment after that attempt is the decision's.
+		var after []int
+		for _, a := range tr.Attempts {
+			if a.Status == "completed" && a.ResourceTo < 9 {
+				after = append(after, a.Segment+1)
 			}
+		}
+		if len(after) != len(tr.Rungs) {
+			t.Fatalf("trial %d: %d attempts ended at a rung, %d rung decisions", tr.Number, len(after), len(tr.Rungs))
+		}
+		for i, r := range tr.Rungs {
+			segment := after[i]
 			if r.Action != hptype.RungExploit {
 				continue
 			}

@@ -85,14 +85,16 @@ func (p *pbt) Decide(trials []*hptype.Trial, t *hptype.Trial, resource, value fl
 		d.Reason = fmt.Sprintf("ranked %d of %d at rung %d (resource %g), above the bottom %d", rank+1, n, d.Rung, resource, q)
 		return d
 	}
+	// Donors are at this rung or past it, so an exploit never sends a trial
+	// back to an earlier point of training.
 	var donors []int
 	for _, e := range ranked[:q] {
-		if o := trials[e.trial]; o.Checkpoint != nil && o.State != hptype.TrialFailed {
+		if o := trials[e.trial]; e.trial != t.Number && e.Rung == d.Rung && o.Checkpoint != nil && o.State != hptype.TrialFailed {
 			donors = append(donors, e.trial)
 		}
 	}
 	if len(donors) == 0 {
-		d.Reason = fmt.Sprintf("ranked %d of %d at rung %d, but no trial of the top %d has a checkpoint to copy", rank+1, n, d.Rung, q)
+		d.Reason = fmt.Sprintf("ranked %d of %d at rung %d, but no trial of the top %d has reached the rung with a checkpoint to copy", rank+1, n, d.Rung, q)
 		return d
 	}
 	seq := 1
@@ -153,7 +155,7 @@ func (h draws) index(label string, n int) int {
 }
 
 // latest returns, for every trial other than self, its latest decision at
-// rung or an earlier one, in trial order.
+// rung or an earlier one (its Rung says which), in trial order.
 func latest(trials []*hptype.Trial, self, rung int) []entry {
 	var out []entry
 	for _, o := range trials {

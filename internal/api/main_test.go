@@ -1,0 +1,155 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hpsearch/hpsearch/client"
+	"github.com/hpsearch/hpsearch/functions/trainer"
+	"github.com/hpsearch/hpsearch/internal/api"
+	"github.com/hpsearch/hpsearch/internal/blob/bloburl"
+	"github.com/hpsearch/hpsearch/internal/checkpoint"
+	"github.com/hpsearch/hpsearch/internal/coordinator"
+	"github.com/hpsearch/hpsearch/internal/executor/local"
+	"github.com/hpsearch/hpsearch/internal/localstate"
+	"github.com/hpsearch/hpsearch/internal/queue"
+	"github.com/hpsearch/hpsearch/internal/spec"
+)
+
+// TestMain makes the test binary the trainer the local executor starts
+// (`SELF trainer`), so studies run real trainer processes.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "trainer" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := trainer.ServeStdio(ctx, os.Stdin, os.Stdout)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// bundle is a server on 127.0.0.1 over a fresh state directory, and a
+// client of it with a valid token.
+type bundle struct {
+	srv   *api.Server
+	url   string
+	token string
+	c     *client.Client
+	state *localstate.State
+}
+
+// setup starts a server; mod changes its configuration.
+func setup(t *testing.T, mod func(*api.Config)) *bundle {
+	t.Helper()
+	st, err := localstate.Open(t.TempDir(), queue.Config{MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	token, err := api.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := api.ParseTokens("test", api.HashToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := api.Config{Store: st.Store, Wire: localWire(st, logger), Tokens: tokens, LogDir: st.LogDir, Logger: logger}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := api.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		hs.Close()
+	})
+	c, err := client.New(hs.URL, client.WithToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{srv: srv, url: hs.URL, token: token, c: c, state: st}
+}
+
+// localWire runs studies as `hpsearch run` does on the embedded default:
+// local trainer processes, checkpoints in the state directory.
+func localWire(st *localstate.State, logger *slog.Logger) api.Wire {
+	return func(ctx context.Context, sp *spec.Spec) (coordinator.Config, func(), error) {
+		q, err := st.Queue(sp.Name)
+		if err != nil {
+			return coordinator.Config{}, nil, err
+		}
+		b, err := bloburl.Open(ctx, "file://"+filepath.Join(st.Dir, "checkpoints"))
+		if err != nil {
+			q.Close()
+			return coordinator.Config{}, nil, err
+		}
+		exec, err := local.New(local.Config{})
+		if err != nil {
+			q.Close()
+			return coordinator.Config{}, nil, err
+		}
+		return coordinator.Config{
+			Spec: sp, SpecDir: ".", Store: st.Store, Queue: q, Executor: exec, Checkpoints: checkpoint.New(b),
+			LogDir: st.LogDir, Logger: logger, MaxAttempts: 3,
+		}, func() { q.Close() }, nil
+	}
+}
+
+// tinySpace is a study of the built-in digits workload small enough for a
+// test: three trials of two epochs.
+const tinySpace = `name: tiny
+objective: {metric: val_accuracy, goal: maximize}
+parameters:
+  learning_rate: {type: float, min: 0.05, max: 0.3, log: true}
+  hidden_units: {type: int, min: 16, max: 32, step: 16}
+  epochs: {type: constant, value: 2}
+trainer: {builtin: digits-mlp, timeout: 1m}
+sampler: {type: sobol, seed: 1}
+max_trials: 3
+max_concurrency: 2
+`
+
+// follow collects a study's events after lastID until it finishes.
+func follow(t *testing.T, c *client.Client, study string, lastID int64) []*client.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var events []*client.Event
+	if err := c.Follow(ctx, study, lastID, func(e *client.Event) error {
+		events = append(events, e)
+		return nil
+	}); err != nil {
+		t.Fatalf("follow %s: %v", study, err)
+	}
+	return events
+}
+
+// kinds counts events by kind.
+func kinds(events []*client.Event) map[client.EventKind]int {
+	m := map[client.EventKind]int{}
+	for _, e := range events {
+		m[e.Kind]++
+	}
+	return m
+}
