@@ -99,14 +99,16 @@ type Objective struct {
 
 // Progress summarises a study at one moment.
 type Progress struct {
-	MaxTrials   int     `json:"max_trials"`
-	Created     int     `json:"created"`
-	Queued      int     `json:"queued"`
-	Running     int     `json:"running"`
-	Completed   int     `json:"completed"`
-	Failed      int     `json:"failed"`
-	Interrupted int     `json:"interrupted"`
-	CostUSD     float64 `json:"cost_usd"`
+	MaxTrials   int `json:"max_trials"`
+	Created     int `json:"created"`
+	Queued      int `json:"queued"`
+	Running     int `json:"running"`
+	Completed   int `json:"completed"`
+	Failed      int `json:"failed"`
+	Interrupted int `json:"interrupted"`
+	// Pruned counts the trials a scheduler stopped early.
+	Pruned  int     `json:"pruned"`
+	CostUSD float64 `json:"cost_usd"`
 	// WastedCostUSD is the cost of work that was lost (crashed,
 	// interrupted or retried attempts).
 	WastedCostUSD  float64 `json:"wasted_cost_usd"`
@@ -118,9 +120,28 @@ type Progress struct {
 	// hpsearch measured because the platform reported none.
 	BilledMS    int64 `json:"billed_ms"`
 	EstimatedMS int64 `json:"estimated_ms"`
+	// ResourceTrained is the training resource (epochs, steps) all
+	// attempts covered and kept.
+	ResourceTrained float64 `json:"resource_trained"`
+	// Pool is the use of the worker pool, when the study has one.
+	Pool *PoolProgress `json:"pool,omitempty"`
 	// Best is the best completed trial so far (in events, without its
 	// metric history).
 	Best *Trial `json:"best,omitempty"`
+}
+
+// PoolProgress is the use of a study's worker pool: its workers' time,
+// busy or idle (pool machines are billed by the hour either way), and what
+// the idle time cost. The busy time's cost is in the trials' attempts.
+type PoolProgress struct {
+	Name        string  `json:"name"`
+	Workers     int     `json:"workers"`
+	BusySeconds float64 `json:"busy_seconds"`
+	IdleSeconds float64 `json:"idle_seconds"`
+	Utilisation float64 `json:"utilisation"`
+	IdleCostUSD float64 `json:"idle_cost_usd"`
+	CostUSD     float64 `json:"cost_usd"`
+	Trials      int     `json:"trials"`
 }
 
 // Cost breaks a study's cost down.

@@ -182,5 +182,6 @@ func progressOf(p coordinator.Progress) client.Progress {
 		Completed: p.Completed, Failed: p.Failed, Interrupted: p.Interrupted,
 		CostUSD: p.CostUSD, WastedCostUSD: p.WastedCostUSD, ElapsedSeconds: p.ElapsedSeconds,
 		Throttles: p.Throttles, BilledMS: p.BilledMS, EstimatedMS: p.EstimatedMS, Best: p.Best,
+		Pruned: p.Pruned, ResourceTrained: p.ResourceTrained, Pool: (*client.PoolProgress)(p.Pool),
 	}
 }
