@@ -2,7 +2,7 @@ GO ?= go
 BENCHTIME ?= 2s
 BENCHCOUNT ?= 3
 
-.PHONY: build test test-integration bench bench-blob lint fuzz lambda-zip localstack-up localstack-down
+.PHONY: build test test-integration bench bench-blob bench-search lint fuzz lambda-zip localstack-up localstack-down
 
 # The trainer's Lambda bootstrap: static, for the provided.al2023 runtime.
 LAMBDA_ARCHS ?= arm64 amd64
@@ -49,6 +49,13 @@ bench:
 ## bench-blob: the blob-store benchmarks (filesystem and S3 on moto_server)
 bench-blob:
 	bash scripts/with-moto $(GO) test -run='^$$' -bench=. -benchtime=$(BENCHTIME) -count=$(BENCHCOUNT) ./internal/blob/...
+
+## bench-search: every sampler on Branin, Hartmann6, Rosenbrock and Ackley and
+## every scheduler on a synthetic learning-curve problem, over 20 seeds, as
+## Markdown tables for docs/benchmarks.md (hpsearch bench; a few minutes);
+## BENCH_SEARCH_FLAGS adds flags, e.g. --orchestrator or --seeds 5
+bench-search:
+	$(GO) run ./cmd/hpsearch bench $(BENCH_SEARCH_FLAGS)
 
 ## fuzz: fuzz the space-file decoder for a minute
 fuzz:

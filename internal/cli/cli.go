@@ -116,6 +116,7 @@ Exit codes: 0 success, 1 the study failed, 2 bad usage or bad input,
 		newTrainerCmd(g),
 		newServeCmd(g),
 		newTokenCmd(g),
+		newBenchCmd(g),
 		newWorkerCmd(g),
 	)
 	return root
