@@ -1,6 +1,9 @@
 GO ?= go
 BENCHTIME ?= 2s
 BENCHCOUNT ?= 3
+# Test artifacts (the dashboard's browser screenshot) go to
+# $(ARTIFACTS)/_artifacts/N/, one folder per test that saves any.
+ARTIFACTS ?= $(CURDIR)/test-artifacts
 
 .PHONY: build test test-integration bench bench-blob bench-search lint fuzz lambda-zip localstack-up localstack-down
 
@@ -12,11 +15,14 @@ LAMBDA_BUILD_FLAGS = -tags lambda.norpc -trimpath -ldflags='-s -w'
 build:
 	$(GO) build -o bin/hpsearch ./cmd/hpsearch
 
-## test: every test, including the crash (kill -9) test, the CLI scripts and
-## the integration tests, against the local stack (moto_server's S3 and the
-## Lambda front over aws-lambda-rie, started and stopped by scripts/with-stack)
+## test: every test, including the crash (kill -9) test, the CLI scripts,
+## the dashboard's headless-Chromium test (its screenshot is kept in
+## $(ARTIFACTS)) and the integration tests, against the local stack
+## (moto_server's S3 and SQS, and the Lambda front over aws-lambda-rie,
+## started and stopped by scripts/with-stack)
 test:
-	bash scripts/with-stack $(GO) test -count=1 -tags integration ./...
+	mkdir -p $(ARTIFACTS)
+	bash scripts/with-stack $(GO) test -count=1 -tags integration -artifacts -outputdir=$(ARTIFACTS) ./...
 
 ## test-integration: only the integration tests, against the local stack (or
 ## the one AWS_ENDPOINT_URL names, e.g. after eval "$$(localstack/stack env)")

@@ -39,20 +39,28 @@ func (s *Server) resource(ctx context.Context, st *hptype.Study, sp *spec.Spec) 
 	if err != nil {
 		return nil, fmt.Errorf("read the trials of study %q: %w", st.Name, err)
 	}
+	out := Describe(st, sp, trials)
+	out.Active, out.LastEventID = s.live(st, out.Mode), s.eventLog(st.ID).last()
+	if s.cfg.LogDir != "" && out.Mode == client.ModeRun {
+		out.LogDir = s.cfg.LogDir
+	}
+	return out, nil
+}
+
+// Describe is a stored study in the API's form, from its record, its
+// decoded space and its trials, as far as they tell: the fields a serving
+// server knows (Active, LastEventID, LogDir) are left empty. hpsearch
+// report uses it for studies read from a state directory.
+func Describe(st *hptype.Study, sp *spec.Spec, trials []*hptype.Trial) *client.Study {
 	p := coordinator.Summarize(sp.Objective, sp.MaxTrials, st.ElapsedSeconds, trials)
-	mode := modeOf(sp)
-	out := &client.Study{
-		ID: st.ID, Name: st.Name, Mode: mode, State: st.State, Active: s.live(st, mode),
+	return &client.Study{
+		ID: st.ID, Name: st.Name, Mode: modeOf(sp), State: st.State,
 		Objective: client.Objective{Metric: sp.Objective.Metric, Goal: string(sp.Objective.Goal)},
 		Sampler:   string(sp.Sampler.Type), Backend: string(sp.Backend.Type),
 		Spec: string(st.Spec), SearchFingerprint: st.SearchFingerprint, Version: st.Version,
 		CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt, ElapsedSeconds: st.ElapsedSeconds,
-		Progress: progressOf(p), Cost: costOf(sp, trials), LastEventID: s.eventLog(st.ID).last(),
+		Progress: progressOf(p), Cost: costOf(sp, trials),
 	}
-	if s.cfg.LogDir != "" && mode == client.ModeRun {
-		out.LogDir = s.cfg.LogDir
-	}
-	return out, nil
 }
 
 // costOf breaks a study's cost down by trial state and attempt status.

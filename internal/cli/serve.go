@@ -19,6 +19,7 @@ import (
 
 	"github.com/hpsearch/hpsearch/internal/api"
 	"github.com/hpsearch/hpsearch/internal/coordinator"
+	"github.com/hpsearch/hpsearch/internal/dashboard"
 	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
@@ -39,7 +40,10 @@ func newServeCmd(g *globals) *cobra.Command {
 and run them, watch their events, read their trials and best trial, stop,
 resume and cancel them, and ask/tell for pipelines that evaluate trials
 themselves. The OpenAPI document is at /openapi.json, Prometheus metrics at
-/metrics.
+/metrics, and the dashboard at / (open /#token=TOKEN in a browser): the
+studies, and per study the trials, the optimization history, the
+parameters against the objective, the learning curves with the
+scheduler's decisions and the cost, updated live.
 
 The server holds the state directory while it runs, as hpsearch run does.
 
@@ -155,7 +159,7 @@ func (g *globals) serve(ctx context.Context, o serveOptions) error {
 		return &exitError{code: ExitFailed, err: fmt.Errorf("--listen: %w", err)}
 	}
 	hs := &http.Server{
-		Handler:           srv.Handler(),
+		Handler:           dashboard.Mount(srv.Handler()),
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
