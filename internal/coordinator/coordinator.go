@@ -415,7 +415,7 @@ func (c *coordinator) dropCheckpoints(ctx context.Context) {
 func (c *coordinator) progress() Progress {
 	p := Summarize(c.cfg.Spec.Objective, c.cfg.Spec.MaxTrials, c.elapsed(), c.trials)
 	if c.cfg.Spec.Pool != nil {
-		p.Pool = PoolSummary(c.cfg.Spec.Pool.Name, c.trials, c.workers)
+		p.Pool = PoolSummary(c.cfg.Spec.Pool, c.trials, c.workers)
 	}
 	return p
 }

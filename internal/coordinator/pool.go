@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hpsearch/hpsearch/internal/hptype"
+	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
 // PoolProgress is the use of a study's worker pool: its workers' time,
@@ -26,9 +27,10 @@ type PoolProgress struct {
 }
 
 // PoolSummary sums the ledgers of a pool's workers and the cost of the
-// trials placed on it.
-func PoolSummary(pool string, trials []*hptype.Trial, workers []hptype.WorkerUsage) *PoolProgress {
-	p := &PoolProgress{Name: pool}
+// trials placed on it; idle time is priced at the space file's
+// pool.price_per_hour, like the busy time.
+func PoolSummary(pool *spec.Pool, trials []*hptype.Trial, workers []hptype.WorkerUsage) *PoolProgress {
+	p := &PoolProgress{Name: pool.Name}
 	for _, t := range trials {
 		if onPool(t) {
 			p.Trials++
@@ -39,7 +41,7 @@ func PoolSummary(pool string, trials []*hptype.Trial, workers []hptype.WorkerUsa
 		p.Workers++
 		p.BusySeconds += w.BusySeconds
 		p.IdleSeconds += w.IdleSeconds
-		p.IdleCostUSD += w.IdleSeconds * w.PricePerHour / 3600
+		p.IdleCostUSD += w.IdleSeconds * pool.PricePerHour / 3600
 	}
 	if total := p.BusySeconds + p.IdleSeconds; total > 0 {
 		p.Utilisation = p.BusySeconds / total

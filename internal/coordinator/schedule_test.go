@@ -291,7 +291,8 @@ func TestPlacementRoutesTrials(t *testing.T) {
 	cfg := b.config(sp)
 	cfg.Pool = pool
 	cfg.PoolUsage = func(context.Context) ([]hptype.WorkerUsage, error) {
-		return []hptype.WorkerUsage{{ID: "w1", PricePerHour: 3.6, BusySeconds: 30, IdleSeconds: 10}}, nil
+		// The worker's own price is not the one the study is billed at.
+		return []hptype.WorkerUsage{{ID: "w1", PricePerHour: 99, BusySeconds: 30, IdleSeconds: 10}}, nil
 	}
 	res, err := coordinator.Run(context.Background(), cfg)
 	if err != nil {
