@@ -317,12 +317,12 @@ var validCases = []validCase{
 		name: "model size from a table, pool over sqs",
 		yaml: minimal("  size: {type: categorical, values: [small, xl]}") + lines(
 			"resources: {model_params: {param: size, values: {small: 1.2e8, xl: 3e9}}}",
-			"pool: {name: big, queue: 'sqs://hp-big?region=eu-west-1', price_per_hour: 2.5, threshold: 5e8}",
+			"pool: {name: big, queue: 'sqs://hp-big?records=bucket&region=eu-west-1', price_per_hour: 2.5, threshold: 5e8}",
 		),
 		want: func() *Spec {
 			s := defaults(Param{Name: "size", Type: Categorical, Values: []any{"small", "xl"}})
 			s.Resources = Resources{ModelParams: &Quantity{Table: &QuantityTable{Param: "size", Values: map[string]float64{"small": 1.2e8, "xl": 3e9}}}}
-			s.Pool = &Pool{Name: "big", Queue: "sqs://hp-big?region=eu-west-1", Listen: DefaultPoolListen, PricePerHour: 2.5, Threshold: 5e8}
+			s.Pool = &Pool{Name: "big", Queue: "sqs://hp-big?records=bucket&region=eu-west-1", Listen: DefaultPoolListen, PricePerHour: 2.5, Threshold: 5e8}
 			return s
 		}(),
 	},
@@ -622,6 +622,8 @@ var invalidCases = []invalidCase{
 		"space.yaml:7:12", "a trial needs 1 GPU(s) and the local backend has 0, and there is no pool"},
 	{"pool without a price", minimal("  x: {type: float, min: 0, max: 1}") + "pool: {name: gpu, instance_type: x9.huge}\n",
 		"space.yaml:7:34", `pool.instance_type "x9.huge" has no default price; add price_per_hour`},
+	{"sqs pool queue without records", minimal("  x: {type: float, min: 0, max: 1}") + "pool: {name: gpu, price_per_hour: 1, queue: 'sqs://q?region=eu-west-1'}\n",
+		"space.yaml:7:45", "needs the queue's name and records=BUCKET"},
 	{"pool with an unknown queue", minimal("  x: {type: float, min: 0, max: 1}") + "pool: {name: gpu, price_per_hour: 1, queue: redis}\n",
 		"space.yaml:7:45", "pool.queue must be http"},
 }

@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"math"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,7 +176,8 @@ func eval(e ast.Expr, lookup func(string) (float64, error)) (float64, error) {
 type Pool struct {
 	Name string
 	// Queue is how workers get jobs: "http" (hpsearch run serves the
-	// pool's queue on Listen) or sqs://QUEUE?region=REGION.
+	// pool's queue on Listen) or sqs://QUEUE?records=BUCKET[&region=REGION]
+	// (the bucket keeps the jobs' records).
 	Queue  string
 	Listen string
 	// InstanceType names the pool's machines; PricePerHour is what one
@@ -331,8 +333,13 @@ func (d *decoder) pool(root *object) *Pool {
 	}
 	if f, ok := o.get("queue"); ok {
 		s, _ := d.name(f)
-		if s != "http" && !strings.HasPrefix(s, "sqs://") {
-			d.errorf(f.pos(), "%s must be http (hpsearch run serves it to workers) or sqs://QUEUE?region=REGION, got %q", f.label, s)
+		u, err := url.Parse(s)
+		switch {
+		case s == "http":
+		case err != nil || u.Scheme != "sqs":
+			d.errorf(f.pos(), "%s must be http (hpsearch run serves it to workers) or sqs://QUEUE?records=BUCKET, got %q", f.label, s)
+		case u.Host == "" || u.Query().Get("records") == "":
+			d.errorf(f.pos(), "%s %q needs the queue's name and records=BUCKET, the S3 bucket that keeps the jobs' records: sqs://QUEUE?records=BUCKET[&region=REGION]", f.label, s)
 		}
 		p.Queue = s
 	}

@@ -172,7 +172,7 @@ func TestInitHook(t *testing.T) {
 		t.Errorf("%s: want a #!/usr/bin/env bash first line", hookFile)
 	}
 	for _, want := range []string{
-		"BUCKET=hpsearch\n", "QUEUE=hpsearch-jobs\n", "FUNCTION=hpsearch-trainer\n",
+		"BUCKET=hpsearch\n", "QUEUE=hpsearch-gpu\n", "FUNCTION=hpsearch-trainer\n",
 		"--runtime provided.al2023", "--architectures x86_64", "--handler bootstrap",
 		"--memory-size 1024", "--timeout 30", `"AWS_ENDPOINT_URL":"http://localstack:4566"`,
 	} {

@@ -1,8 +1,9 @@
 # Least privilege. The trainer's role and the coordinator's policy reach
 # only what hpsearch uses:
 #   - objects under s3://BUCKET/PREFIX/ (not the rest of the bucket);
-#   - listing of the bucket only for keys under PREFIX/ (the s3:prefix
-#     condition), which is how the checkpoint store finds checkpoints;
+#   - listing the bucket's keys, which is how the checkpoint store finds
+#     checkpoints, and which makes S3 answer 404 (not 403) for a result
+#     not written yet;
 #   - the trainer: writing to its own log group, nothing else of CloudWatch;
 #   - the coordinator: invoking this one function.
 # Nothing may create or delete buckets, change policies, or touch KMS.
@@ -48,18 +49,16 @@ data "aws_iam_policy_document" "trainer" {
     resources = [local.objects_arn]
   }
 
-  # Find the newest valid checkpoint: list keys under the prefix, only.
+  # List keys (names only) to find the newest valid checkpoint. On the
+  # whole bucket, not only the prefix: S3 answers a read of a key that does
+  # not exist (a segment result not written yet, which hpsearch polls for)
+  # with 404 only to a caller allowed to list the bucket, and with 403 to
+  # any other, and a prefix condition does not apply to reads.
   statement {
-    sid       = "ListCheckpointPrefix"
+    sid       = "ListCheckpointBucket"
     effect    = "Allow"
     actions   = ["s3:ListBucket"]
     resources = [local.bucket_arn]
-
-    condition {
-      test     = "StringLike"
-      variable = "s3:prefix"
-      values   = ["${var.checkpoint_prefix}/*"]
-    }
   }
 
   # The runtime's own log lines and the REPORT line the ledger reads. The
@@ -109,17 +108,16 @@ data "aws_iam_policy_document" "coordinator" {
     resources = [local.objects_arn]
   }
 
+  # List keys (names only) to find the newest valid checkpoint. On the
+  # whole bucket, not only the prefix: S3 answers a read of a key that does
+  # not exist (a segment result not written yet, which hpsearch polls for)
+  # with 404 only to a caller allowed to list the bucket, and with 403 to
+  # any other, and a prefix condition does not apply to reads.
   statement {
-    sid       = "ListCheckpointPrefix"
+    sid       = "ListCheckpointBucket"
     effect    = "Allow"
     actions   = ["s3:ListBucket"]
     resources = [local.bucket_arn]
-
-    condition {
-      test     = "StringLike"
-      variable = "s3:prefix"
-      values   = ["${var.checkpoint_prefix}/*"]
-    }
   }
 }
 

@@ -2,8 +2,9 @@
 # LocalStack init hook (ready stage): creates what hpsearch's AWS backends
 # expect, with awslocal, inside the LocalStack container:
 #   - the bucket "hpsearch" for checkpoints;
-#   - the SQS queue "hpsearch-jobs" and its dead-letter queue
-#     "hpsearch-jobs-dlq" (a message received 5 times goes there);
+#   - the SQS queue "hpsearch-gpu" and its dead-letter queue
+#     "hpsearch-gpu-dead" (a message received 10 times goes there, as a
+#     pool's SQS queue must be set up);
 #   - the trainer function "hpsearch-trainer": provided.al2023, x86_64,
 #     handler bootstrap, 1024 MB, 30 s, from the zip mounted by compose,
 #     reaching S3 at http://localstack:4566 from its own container.
@@ -12,9 +13,9 @@
 set -euo pipefail
 
 BUCKET=hpsearch
-QUEUE=hpsearch-jobs
-DLQ=hpsearch-jobs-dlq
-MAX_RECEIVES=5
+QUEUE=hpsearch-gpu
+DLQ=hpsearch-gpu-dead
+MAX_RECEIVES=10
 FUNCTION=hpsearch-trainer
 ROLE=hpsearch-trainer
 # Where compose mounts the zip; overridable to try the hook elsewhere.
