@@ -64,7 +64,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
 var (
 	studiesDesc  = prometheus.NewDesc("hpsearch_studies", "Studies by state.", []string{"state"}, nil)
 	trialsDesc   = prometheus.NewDesc("hpsearch_trials", "Trials by study and state.", []string{"study", "state"}, nil)
-	inFlightDesc = prometheus.NewDesc("hpsearch_segments_in_flight", "Segments running now, by backend.", []string{"backend"}, nil)
+	inFlightDesc = prometheus.NewDesc("hpsearch_segments_in_flight", "Segments running now, by backend (local, lambda, cloudrun, or pool:NAME for a worker pool).", []string{"backend"}, nil)
 	queueDesc    = prometheus.NewDesc("hpsearch_queue_depth", "Jobs waiting in the queue of each running study (ready or in backoff).", []string{"study"}, nil)
 	costDesc     = prometheus.NewDesc("hpsearch_cost_usd", "Cost of every attempt of each study so far, in US dollars.", []string{"study"}, nil)
 	wastedDesc   = prometheus.NewDesc("hpsearch_wasted_cost_usd", "Cost of the work each study lost (crashed, interrupted or retried attempts), in US dollars.", []string{"study"}, nil)
@@ -95,7 +95,7 @@ func (c *studyCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(scrapeErr, 1)
 		return
 	}
-	inFlight := map[spec.BackendType]int{spec.Local: 0, spec.Lambda: 0, spec.CloudRun: 0}
+	inFlight := map[string]int{string(spec.Local): 0, string(spec.Lambda): 0, string(spec.CloudRun): 0}
 	byState := map[hptype.StudyState]int{}
 	for _, st := range studies {
 		byState[st.State]++
@@ -105,9 +105,13 @@ func (c *studyCollector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		states := map[hptype.TrialState]int{}
+		running := map[string]int{}
 		var cost, wasted float64
 		for _, t := range trials {
 			states[t.State]++
+			if t.State == hptype.TrialRunning {
+				running[backendOf(t)]++
+			}
 			for _, a := range t.Attempts {
 				cost += a.CostUSD
 				wasted += a.WastedCostUSD
@@ -119,7 +123,12 @@ func (c *studyCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(costDesc, cost, st.Name)
 		gauge(wastedDesc, wasted, st.Name)
 		if rn := c.s.active(st.ID); rn != nil {
-			inFlight[rn.sp.Backend.Type] += states[hptype.TrialRunning]
+			for b, n := range running {
+				if b == "" {
+					b = string(rn.sp.Backend.Type)
+				}
+				inFlight[b] += n
+			}
 			if qs, err := rn.queue.Stats(ctx); err == nil {
 				gauge(queueDesc, float64(qs.Ready+qs.Delayed), st.Name)
 			}
@@ -129,7 +138,16 @@ func (c *studyCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(studiesDesc, float64(byState[state]), string(state))
 	}
 	for b, n := range inFlight {
-		gauge(inFlightDesc, float64(n), string(b))
+		gauge(inFlightDesc, float64(n), b)
 	}
 	gauge(scrapeErr, 0)
+}
+
+// backendOf names where a running trial's segment runs: "pool:NAME" for a
+// trial placed on a worker pool, "" for the study's backend.
+func backendOf(t *hptype.Trial) string {
+	if t.Placement != nil && t.Placement.Pool != "" {
+		return "pool:" + t.Placement.Pool
+	}
+	return ""
 }
