@@ -13,6 +13,7 @@ import (
 
 	"github.com/hpsearch/hpsearch/client"
 	"github.com/hpsearch/hpsearch/internal/api"
+	"github.com/hpsearch/hpsearch/internal/api/apitest"
 )
 
 // A whole study over HTTP only: create it from a space document, follow
@@ -424,7 +425,7 @@ func TestParseTokens(t *testing.T) {
 		t.Fatal("a short hash was accepted")
 	}
 	// A server needs tokens unless told to serve without.
-	if _, err := api.New(api.Config{Store: setup(t, nil).state.Store, Wire: localWire(nil, nil)}); err == nil {
+	if _, err := api.New(api.Config{Store: setup(t, nil).state.Store, Wire: apitest.LocalWire(nil, nil)}); err == nil {
 		t.Fatal("a server without tokens started")
 	}
 }

@@ -2,43 +2,21 @@ package api_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hpsearch/hpsearch/client"
-	"github.com/hpsearch/hpsearch/functions/trainer"
 	"github.com/hpsearch/hpsearch/internal/api"
-	"github.com/hpsearch/hpsearch/internal/blob/bloburl"
-	"github.com/hpsearch/hpsearch/internal/checkpoint"
-	"github.com/hpsearch/hpsearch/internal/coordinator"
-	"github.com/hpsearch/hpsearch/internal/executor/local"
+	"github.com/hpsearch/hpsearch/internal/api/apitest"
 	"github.com/hpsearch/hpsearch/internal/localstate"
 	"github.com/hpsearch/hpsearch/internal/queue"
-	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
 // TestMain makes the test binary the trainer the local executor starts
 // (`SELF trainer`), so studies run real trainer processes.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "trainer" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := trainer.ServeStdio(ctx, os.Stdin, os.Stdout)
-		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { apitest.Main(m) }
 
 // bundle is a server on 127.0.0.1 over a fresh state directory, and a
 // client of it with a valid token.
@@ -67,7 +45,7 @@ func setup(t *testing.T, mod func(*api.Config)) *bundle {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg := api.Config{Store: st.Store, Wire: localWire(st, logger), Tokens: tokens, LogDir: st.LogDir, Logger: logger}
+	cfg := api.Config{Store: st.Store, Wire: apitest.LocalWire(st, logger), Tokens: tokens, LogDir: st.LogDir, Logger: logger}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -89,31 +67,6 @@ func setup(t *testing.T, mod func(*api.Config)) *bundle {
 		t.Fatal(err)
 	}
 	return &bundle{srv: srv, url: hs.URL, token: token, c: c, state: st}
-}
-
-// localWire runs studies as `hpsearch run` does on the embedded default:
-// local trainer processes, checkpoints in the state directory.
-func localWire(st *localstate.State, logger *slog.Logger) api.Wire {
-	return func(ctx context.Context, sp *spec.Spec) (coordinator.Config, func(), error) {
-		q, err := st.Queue(sp.Name)
-		if err != nil {
-			return coordinator.Config{}, nil, err
-		}
-		b, err := bloburl.Open(ctx, "file://"+filepath.Join(st.Dir, "checkpoints"))
-		if err != nil {
-			q.Close()
-			return coordinator.Config{}, nil, err
-		}
-		exec, err := local.New(local.Config{})
-		if err != nil {
-			q.Close()
-			return coordinator.Config{}, nil, err
-		}
-		return coordinator.Config{
-			Spec: sp, SpecDir: ".", Store: st.Store, Queue: q, Executor: exec, Checkpoints: checkpoint.New(b),
-			LogDir: st.LogDir, Logger: logger, MaxAttempts: 3,
-		}, func() { q.Close() }, nil
-	}
 }
 
 // tinySpace is a study of the built-in digits workload small enough for a

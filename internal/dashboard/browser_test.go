@@ -21,14 +21,10 @@ import (
 
 	"github.com/hpsearch/hpsearch/client"
 	"github.com/hpsearch/hpsearch/internal/api"
-	"github.com/hpsearch/hpsearch/internal/blob/bloburl"
-	"github.com/hpsearch/hpsearch/internal/checkpoint"
-	"github.com/hpsearch/hpsearch/internal/coordinator"
+	"github.com/hpsearch/hpsearch/internal/api/apitest"
 	"github.com/hpsearch/hpsearch/internal/dashboard"
-	"github.com/hpsearch/hpsearch/internal/executor/local"
 	"github.com/hpsearch/hpsearch/internal/localstate"
 	"github.com/hpsearch/hpsearch/internal/queue"
-	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
 // browserSpace is a study of the built-in digits workload small enough
@@ -297,7 +293,7 @@ func startServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := api.New(api.Config{Store: st.Store, Wire: localWire(st, logger), Tokens: tokens, LogDir: st.LogDir, Logger: logger})
+	srv, err := api.New(api.Config{Store: st.Store, Wire: apitest.LocalWire(st, logger), Tokens: tokens, LogDir: st.LogDir, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,31 +316,6 @@ func startServer(t *testing.T) *testServer {
 	}
 	live.c = c
 	return &testServer{url: hs.URL, token: token, c: c, live: live}
-}
-
-// localWire runs studies as `hpsearch run` does on the embedded default:
-// local trainer processes, checkpoints in the state directory.
-func localWire(st *localstate.State, logger *slog.Logger) api.Wire {
-	return func(ctx context.Context, sp *spec.Spec) (coordinator.Config, func(), error) {
-		q, err := st.Queue(sp.Name)
-		if err != nil {
-			return coordinator.Config{}, nil, err
-		}
-		b, err := bloburl.Open(ctx, "file://"+filepath.Join(st.Dir, "checkpoints"))
-		if err != nil {
-			q.Close()
-			return coordinator.Config{}, nil, err
-		}
-		exec, err := local.New(local.Config{})
-		if err != nil {
-			q.Close()
-			return coordinator.Config{}, nil, err
-		}
-		return coordinator.Config{
-			Spec: sp, SpecDir: ".", Store: st.Store, Queue: q, Executor: exec, Checkpoints: checkpoint.New(b),
-			LogDir: st.LogDir, Logger: logger, MaxAttempts: 3,
-		}, func() { q.Close() }, nil
-	}
 }
 
 // liveEvents serves the API's event streams. The first request resumes
