@@ -1,21 +1,17 @@
 package boltqueue
 
 import (
-	"bytes"
 	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/hpsearch/hpsearch/internal/queue"
+	"github.com/hpsearch/hpsearch/internal/queue/queuetest"
 )
 
 // BenchmarkThroughput measures enqueue → lease → ack with bbolt's default
 // fsync on every commit. commit-per-op moves one job per iteration in three
-// commits; batched moves 100 jobs per iteration in three commits. jobs/s is
-// the figure to compare; ns/op is per iteration.
+// commits; batched moves 100 jobs per iteration in three commits.
 func BenchmarkThroughput(b *testing.B) {
-	payload := bytes.Repeat([]byte("x"), 512) // about a serialized segment request
 	for _, bc := range []struct {
 		name  string
 		batch int
@@ -33,31 +29,7 @@ func BenchmarkThroughput(b *testing.B) {
 					b.Error(err)
 				}
 			})
-			ctx := b.Context()
-			jobs := make([]queue.Job, bc.batch)
-			tokens := make([]string, bc.batch)
-			moved := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				for i := range jobs {
-					jobs[i] = queue.Job{ID: strconv.Itoa(moved + i), Payload: payload}
-				}
-				if _, err := q.Enqueue(ctx, jobs...); err != nil {
-					b.Fatal(err)
-				}
-				leases, err := q.Lease(ctx, queue.LeaseParams{Max: bc.batch, Visibility: time.Minute})
-				if err != nil || len(leases) != bc.batch {
-					b.Fatalf("Lease = %d leases, %v; want %d", len(leases), err, bc.batch)
-				}
-				for i, l := range leases {
-					tokens[i] = l.Token
-				}
-				if err := q.Ack(ctx, tokens...); err != nil {
-					b.Fatal(err)
-				}
-				moved += bc.batch
-			}
-			b.ReportMetric(float64(moved)/b.Elapsed().Seconds(), "jobs/s")
+			queuetest.Throughput(b, q, bc.batch)
 		})
 	}
 }
