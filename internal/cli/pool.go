@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,14 @@ import (
 // envPoolToken is the shared secret pool workers present to the queue
 // hpsearch run serves them; the workers get it as HPSEARCH_TOKEN.
 const envPoolToken = "HPSEARCH_POOL_TOKEN"
+
+// envPoolTLSCert and envPoolTLSKey name a certificate and its key (PEM
+// files): with them the pool's queue is served over HTTPS, as it must be
+// when workers reach it over a network.
+const (
+	envPoolTLSCert = "HPSEARCH_POOL_TLS_CERT"
+	envPoolTLSKey  = "HPSEARCH_POOL_TLS_KEY"
+)
 
 // poolWiring is what a study with a worker pool adds to its coordinator.
 type poolWiring struct {
@@ -67,6 +76,18 @@ func openPoolQueue(ctx context.Context, st *localstate.State, p *spec.Pool, logg
 	if token == "" {
 		return nil, nil, fmt.Errorf("set %s to the secret the pool's workers will present (they get it as HPSEARCH_TOKEN), e.g. export %s=$(openssl rand -hex 32)", envPoolToken, envPoolToken)
 	}
+	cert, key := os.Getenv(envPoolTLSCert), os.Getenv(envPoolTLSKey)
+	if (cert == "") != (key == "") {
+		return nil, nil, fmt.Errorf("set both %s and %s (PEM files) to serve the pool queue over HTTPS, or neither", envPoolTLSCert, envPoolTLSKey)
+	}
+	var tlsConfig *tls.Config
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("load the pool queue's certificate (%s, %s): %w", envPoolTLSCert, envPoolTLSKey, err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	}
 	q, err := st.PoolQueue(p.Name)
 	if err != nil {
 		return nil, nil, err
@@ -75,6 +96,12 @@ func openPoolQueue(ctx context.Context, st *localstate.State, p *spec.Pool, logg
 	if err != nil {
 		q.Close()
 		return nil, nil, fmt.Errorf("serve the pool queue on %s (pool.listen): %w", p.Listen, err)
+	}
+	scheme := "http"
+	if tlsConfig != nil {
+		ln, scheme = tls.NewListener(ln, tlsConfig), "https"
+	} else if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		logger.Warn("the pool queue is served without TLS on a non-loopback address: its token crosses the network in clear; set "+envPoolTLSCert+" and "+envPoolTLSKey, "listen", p.Listen)
 	}
 	srv := &http.Server{
 		Handler:           httpqueue.Handler(q, httpqueue.HandlerOptions{Verify: httpqueue.SharedToken(token), Prefix: "/"}),
@@ -87,7 +114,7 @@ func openPoolQueue(ctx context.Context, st *localstate.State, p *spec.Pool, logg
 			logger.Error("the pool queue's server stopped", "error", err)
 		}
 	}()
-	logger.Info("serving the pool queue to workers", "pool", p.Name, "url", "http://"+ln.Addr().String())
+	logger.Info("serving the pool queue to workers", "pool", p.Name, "url", scheme+"://"+ln.Addr().String())
 	return q, func() {
 		// Closing the queue first answers the workers' long polls at once.
 		q.Close()

@@ -44,8 +44,10 @@ and results go to the study's checkpoint store, named in each job), and
 extends its lease while it runs.
 
 The queue is the one hpsearch run serves for the pool (pool.queue: http):
---queue http://HOST:PORT (pool.listen), with the pool's secret in
-$HPSEARCH_TOKEN; or an SQS queue: --queue sqs://QUEUE?records=BUCKET.
+--queue http://HOST:PORT (pool.listen), or https://HOST:PORT when the
+coordinator has HPSEARCH_POOL_TLS_CERT and HPSEARCH_POOL_TLS_KEY (trust its
+certificate through the system's roots or SSL_CERT_FILE), with the pool's
+secret in $HPSEARCH_TOKEN; or an SQS queue: --queue sqs://QUEUE?records=BUCKET.
 
 On SIGTERM or SIGINT (or, with --spot-notice, a spot interruption notice
 from the EC2 instance metadata service), the running segment checkpoints,
