@@ -28,7 +28,8 @@ type kernels struct {
 	flat   bool
 	// mu and sigma are each Gaussian's centre and bandwidth, cdfLo the
 	// mass below lo and mass the mass within [lo, hi], lognorm the log of
-	// the normaliser: sigma sqrt(2 pi) mass for a float, mass for an int.
+	// the normaliser: sigma sqrt(2 pi) mass for a float (sqrt(2 pi) mass
+	// when not normalised by the bandwidth), mass for an int.
 	mu, sigma, cdfLo, mass, lognorm []float64
 	// choice is a categorical component's observed choice, -1 for the
 	// prior; logHit, logMiss and logUniform are the log probabilities of
@@ -59,8 +60,9 @@ type sortedMu struct {
 }
 
 // fitParzen fits an estimator over ps to rows, the trials' coordinates
-// (len(ps) per trial) in trial-number order.
-func fitParzen(ps []*param, rows []float64, sc *tpeScratch) *parzen {
+// (len(ps) per trial) in trial-number order. With normalised unset, float
+// kernels are not divided by their bandwidth (see the independent TPE).
+func fitParzen(ps []*param, rows []float64, sc *tpeScratch, normalised bool) *parzen {
 	n := len(rows) / len(ps)
 	w := orderWeights(n)
 	e := &parzen{dims: make([]kernels, len(ps)), logw: make([]float64, n+1), cum: make([]float64, n+1)}
@@ -97,7 +99,7 @@ func fitParzen(ps []*param, rows []float64, sc *tpeScratch) *parzen {
 			mus[i] = rows[i*len(ps)+d]
 		}
 		mus[n] = (k.lo + k.hi) / 2
-		k.fit(slices.Clone(mus), sc)
+		k.fit(slices.Clone(mus), sc, normalised)
 	}
 	return e
 }
@@ -127,7 +129,7 @@ func orderWeights(n int) []float64 {
 // order (lo and hi bound the ends; the two ends use their inner gap),
 // clipped to [range / min(100, 1 + kernels), range]; the prior's is the
 // range.
-func (k *kernels) fit(mus []float64, sc *tpeScratch) {
+func (k *kernels) fit(mus []float64, sc *tpeScratch, normalised bool) {
 	m := len(mus)
 	order := sc.sorted(mus)
 	at := func(j int) float64 { // sorted mus with lo and hi at the ends
@@ -159,8 +161,11 @@ func (k *kernels) fit(mus []float64, sc *tpeScratch) {
 		k.cdfLo[i] = phi((k.lo - mu) / s)
 		k.mass[i] = phi((k.hi-mu)/s) - k.cdfLo[i]
 		k.lognorm[i] = math.Log(k.mass[i])
-		if k.p.Type == spec.Float {
+		switch {
+		case k.p.Type == spec.Float && normalised:
 			k.lognorm[i] += math.Log(s * math.Sqrt(2*math.Pi))
+		case k.p.Type == spec.Float:
+			k.lognorm[i] += math.Log(math.Sqrt(2 * math.Pi))
 		}
 	}
 }
