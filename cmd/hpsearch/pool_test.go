@@ -125,7 +125,7 @@ func TestPoolWorkersHandOverOnSIGTERM(t *testing.T) {
 	if err := coord.Wait(); err != nil {
 		t.Fatalf("hpsearch run: %v\n%s\n%s", err, out.String(), errOut.String())
 	}
-	for _, want := range []string{"trials     6 completed, 0 failed", "  pool       gpu: "} {
+	for _, want := range []string{"pool gpu: workers lease from http://" + addr + " with the token in $HPSEARCH_POOL_TOKEN", "trials     6 completed, 0 failed", "  pool       gpu: "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the summary lacks %q:\n%s", want, out.String())
 		}

@@ -67,7 +67,7 @@ func TestPoolQueueOverTLS(t *testing.T) {
 
 	out, errOut, code := hpsearch(t, dir, []string{"HPSEARCH_POOL_TOKEN=pool-secret", "HPSEARCH_POOL_TLS_CERT=" + cert, "HPSEARCH_POOL_TLS_KEY=" + key},
 		"--state", filepath.Join(dir, "state"), "run", "space.yaml")
-	if code != 0 || !strings.Contains(out, "trials     2 completed") || !strings.Contains(out, "pool       gpu: 2 trials") {
+	if code != 0 || !strings.Contains(out, "pool gpu: workers lease from https://"+addr) || !strings.Contains(out, "trials     2 completed") || !strings.Contains(out, "pool       gpu: 2 trials") {
 		t.Fatalf("hpsearch run over a TLS pool queue: exit %d\n%s\n%s", code, out, errOut)
 	}
 	// Stopped, its log is complete and no longer written to.

@@ -76,6 +76,13 @@ func (g *globals) run(ctx context.Context, path string, asJSON bool) error {
 		return &exitError{code: ExitFailed, err: err}
 	}
 	defer release()
+	if p := sp.Pool; p != nil && p.Queue == "http" && !asJSON {
+		scheme := "http"
+		if os.Getenv(envPoolTLSCert) != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(g.stdout, "pool %s: workers lease from %s://%s with the token in $%s\n", p.Name, scheme, p.Listen, envPoolToken)
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -624,6 +624,8 @@ var invalidCases = []invalidCase{
 		"space.yaml:7:34", `pool.instance_type "x9.huge" has no default price; add price_per_hour`},
 	{"sqs pool queue without records", minimal("  x: {type: float, min: 0, max: 1}") + "pool: {name: gpu, price_per_hour: 1, queue: 'sqs://q?region=eu-west-1'}\n",
 		"space.yaml:7:45", "needs the queue's name and records=BUCKET"},
+	{"pool listening on any port", minimal("  x: {type: float, min: 0, max: 1}") + "pool: {name: gpu, price_per_hour: 1, listen: '127.0.0.1:0'}\n",
+		"space.yaml:7:46", "must be HOST:PORT with a fixed port"},
 	{"pool with an unknown queue", minimal("  x: {type: float, min: 0, max: 1}") + "pool: {name: gpu, price_per_hour: 1, queue: redis}\n",
 		"space.yaml:7:45", "pool.queue must be http"},
 }

@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"math"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -345,6 +346,9 @@ func (d *decoder) pool(root *object) *Pool {
 	}
 	if f, ok := o.get("listen"); ok {
 		p.Listen, _ = d.name(f)
+		if _, port, err := net.SplitHostPort(p.Listen); err != nil || port == "0" || port == "" {
+			d.errorf(f.pos(), "%s %q must be HOST:PORT with a fixed port, where workers reach the queue, e.g. 127.0.0.1:8470 or 0.0.0.0:8470", f.label, p.Listen)
+		}
 	}
 	if f, ok := o.get("instance_type"); ok {
 		p.InstanceType, _ = d.name(f)
