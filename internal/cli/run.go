@@ -29,7 +29,11 @@ func newRunCmd(g *globals) *cobra.Command {
 trials run on the space file's backend: local trainer processes (the
 default), AWS Lambda invocations or Cloud Run job executions, in segments of
 at most backend.max_runtime that resume from checkpoints (checkpoint.store,
-by default the state directory's checkpoints folder).
+by default the state directory's checkpoints folder). With a scheduler
+section, trials are judged at rungs and the unpromising ones stopped early;
+with a pool section, trials that do not fit the backend go to the pool's
+workers (hpsearch worker), whose queue this command serves on pool.listen
+to workers that present $HPSEARCH_POOL_TOKEN.
 
 On a terminal it shows live progress; otherwise it prints a line per event;
 with --json it prints one JSON event per line. At the end it prints the best
