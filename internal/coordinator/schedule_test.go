@@ -323,3 +323,46 @@ func TestPlacementRoutesTrials(t *testing.T) {
 		t.Errorf("%d trials on the pool; pool progress %+v", onPool, p)
 	}
 }
+
+// TestARungReachedAtADeadlineIsJudged suspends segments exactly at their
+// rung, as a trainer stopped by its deadline just after the rung's epoch
+// does: the trial is judged there all the same (through a segment with
+// nothing left to train), and the decisions are those of a study whose
+// segments reach their rungs in one go.
+func TestARungReachedAtADeadlineIsJudged(t *testing.T) {
+	sp := mustSpec(t, fmt.Sprintf(baseSpec, 9, 1)+"scheduler: {type: asha, min: 1, max: 9}\n")
+	b, _ := scheduledSetup(t)
+	ref, err := coordinator.Run(context.Background(), b.config(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b, ct := scheduledSetup(t)
+	plain := b.exec.fn
+	b.exec.fn = func(ctx context.Context, req hptype.SegmentRequest) (hptype.SegmentResult, error) {
+		res, err := plain(ctx, req)
+		if err == nil && req.Resource.To < 9 && req.Resource.From < req.Resource.To {
+			res.Status = hptype.SegmentSuspended
+		}
+		return res, err
+	}
+	res, err := coordinator.Run(context.Background(), b.config(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := decisions(res.Trials), decisions(ref.Trials); !slices.Equal(got, want) {
+		t.Errorf("decisions with segments suspended at their rungs:\n got %q\nwant %q", got, want)
+	}
+	zero := 0
+	for _, req := range b.exec.reqs {
+		if req.Resource.From == req.Resource.To {
+			zero++
+			if got := ct.restored[req.Trial][req.Segment]; got != req.Trial {
+				t.Errorf("trial %d segment %d at its rung restored trial %d's checkpoint", req.Trial, req.Segment, got)
+			}
+		}
+	}
+	if zero == 0 {
+		t.Error("no segment was sent to the rung its trial stood on")
+	}
+}

@@ -35,7 +35,7 @@ func (h *halving) bracket(t *hptype.Trial) int { return t.Number % len(h.bracket
 
 // Target implements Scheduler.
 func (h *halving) Target(t *hptype.Trial) float64 {
-	return h.brackets[h.bracket(t)].next(t.Resource)
+	return h.brackets[h.bracket(t)].next(t)
 }
 
 // Decide implements Scheduler.

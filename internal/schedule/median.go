@@ -21,7 +21,7 @@ type median struct {
 }
 
 // Target implements Scheduler.
-func (m *median) Target(t *hptype.Trial) float64 { return m.ladder.next(t.Resource) }
+func (m *median) Target(t *hptype.Trial) float64 { return m.ladder.next(t) }
 
 // Decide implements Scheduler.
 func (m *median) Decide(trials []*hptype.Trial, t *hptype.Trial, resource, value float64) Decision {

@@ -49,7 +49,7 @@ func newPBT(s *spec.Spec) (*pbt, error) {
 }
 
 // Target implements Scheduler.
-func (p *pbt) Target(t *hptype.Trial) float64 { return p.ladder.next(t.Resource) }
+func (p *pbt) Target(t *hptype.Trial) float64 { return p.ladder.next(t) }
 
 // Decide implements Scheduler.
 func (p *pbt) Decide(trials []*hptype.Trial, t *hptype.Trial, resource, value float64) Decision {

@@ -23,7 +23,8 @@ import (
 // Scheduler decides the fate of trials at rungs.
 type Scheduler interface {
 	// Target is the resource the trial's next segment trains up to: the
-	// trial's next rung above t.Resource, or the scheduler's Max.
+	// trial's next rung above t.Resource (or at it, when the trial stopped
+	// exactly there without being judged), or the scheduler's Max.
 	Target(t *hptype.Trial) float64
 	// Decide decides about trial t, which has just reached resource (one
 	// of its rungs, below Max) where the objective had value. trials are
@@ -120,14 +121,33 @@ func arithmetic(min, step, max float64) ladder {
 	}
 }
 
-// next is the first rung above resource, or max.
-func (l ladder) next(resource float64) float64 {
-	for _, r := range l.rungs {
-		if r > resource*(1+1e-9) {
+// next is the trial's next rung, or max: the first rung above its
+// resource, or the rung it stands on when it has no decision there yet (its
+// last segment stopped exactly at the rung, suspended or interrupted, and
+// was not judged). After an exploit the trial stands on the donor's
+// resource, where it has nothing of its own to be judged by, so it goes on
+// to the rung above.
+func (l ladder) next(t *hptype.Trial) float64 {
+	exploited := len(t.Rungs) > 0 && t.Rungs[len(t.Rungs)-1].Action == hptype.RungExploit
+	for i, r := range l.rungs {
+		switch {
+		case r > t.Resource*(1+1e-9):
+			return r
+		case !exploited && r >= t.Resource*(1-1e-9) && !decided(t, i):
 			return r
 		}
 	}
 	return l.max
+}
+
+// decided reports whether the trial has a decision at rung i.
+func decided(t *hptype.Trial, rung int) bool {
+	for _, r := range t.Rungs {
+		if r.Rung == rung {
+			return true
+		}
+	}
+	return false
 }
 
 // index is the rung at resource, or -1.

@@ -175,10 +175,46 @@ func TestTargets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The trial was judged at every rung it reached on the way.
+		tr := &hptype.Trial{Number: tc.trial}
+		reached := -1.0
 		for i, from := range tc.from {
-			if got := s.Target(&hptype.Trial{Number: tc.trial, Resource: from}); got != tc.want[i] {
+			tr.Resource = from
+			if reached >= 0 && from >= reached {
+				tr.Rungs = append(tr.Rungs, hptype.RungDecision{Rung: len(tr.Rungs), Resource: reached, Action: hptype.RungContinue})
+			}
+			got := s.Target(tr)
+			if got != tc.want[i] {
 				t.Errorf("%s trial %d: Target from %g = %g, want %g", tc.section, tc.trial, from, got, tc.want[i])
 			}
+			reached = got
+		}
+	}
+}
+
+// TestTargetOnAnUnjudgedRung sends a trial whose segment stopped exactly at
+// a rung without being judged (suspended at a deadline, or interrupted) to
+// that rung again, so the rung is not skipped; after an exploit, which puts
+// the trial on the donor's resource, it goes to the rung above.
+func TestTargetOnAnUnjudgedRung(t *testing.T) {
+	s, err := schedule.New(schedSpec(t, "minimize", "{type: asha, min: 1, max: 9}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	judged := []hptype.RungDecision{{Rung: 0, Resource: 1, Action: hptype.RungContinue}}
+	for _, tc := range []struct {
+		resource float64
+		rungs    []hptype.RungDecision
+		want     float64
+	}{
+		{1, nil, 1},
+		{1, judged, 3},
+		{3, judged, 3},
+		{3, []hptype.RungDecision{{Rung: 0, Resource: 1, Action: hptype.RungExploit}}, 9},
+	} {
+		tr := &hptype.Trial{Resource: tc.resource, Rungs: tc.rungs}
+		if got := s.Target(tr); got != tc.want {
+			t.Errorf("Target at %g with decisions %+v = %g, want %g", tc.resource, tc.rungs, got, tc.want)
 		}
 	}
 }
