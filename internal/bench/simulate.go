@@ -127,8 +127,7 @@ func (s *simulation) create(ctx context.Context) error {
 	return s.start(t)
 }
 
-// start starts the trial's next segment, up to its target; a trial at Max
-// (one that copied a finished trial's checkpoint) completes at once.
+// start starts the trial's next segment, up to its target.
 func (s *simulation) start(t *hptype.Trial) error {
 	if t.Resource >= s.curve.Max {
 		return s.complete(t)
@@ -190,7 +189,16 @@ func (s *simulation) step(ctx context.Context) error {
 		if donor.Checkpoint == nil {
 			return fmt.Errorf("trial %d: exploits trial %d, which has no checkpoint", t.Number, donor.Number)
 		}
-		t.Params, t.Checkpoint, t.Resource = d.Params, donor.Checkpoint, donor.Checkpoint.Resource
+		// As the coordinator does: the donor's newest checkpoint below Max
+		// (a finished donor's is at its last rung), copied as the trial's.
+		from := donor.Checkpoint.Resource
+		if from >= s.curve.Max && len(donor.Rungs) > 0 {
+			from = donor.Rungs[len(donor.Rungs)-1].Resource
+		}
+		id := fmt.Sprintf("%06d.001.9999", t.Segment-1)
+		t.Rungs[len(t.Rungs)-1].Checkpoint = id
+		t.Params, t.Resource = d.Params, from
+		t.Checkpoint = &hptype.CheckpointRef{ID: id, Key: fmt.Sprintf("trial-%d/%s", t.Number, id), Resource: from, CreatedAt: s.now()}
 		return s.start(t)
 	}
 	return fmt.Errorf("trial %d: unknown scheduler action %q", t.Number, d.Action)

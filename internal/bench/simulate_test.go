@@ -164,8 +164,11 @@ func TestSimulateExploitCopiesTheDonor(t *testing.T) {
 	c := LearningCurve{Seed: 3}
 	sp := c.Spec(CurveStudy{Seed: 3, Configs: 3, Workers: 1})
 	donorParams := hptype.Params{"lr": 0.01, "weight_decay": 1e-4, "width": 0.6, "depth": int64(5)}
-	// Trial 0 trains to the end; trials 1 and 2 take its checkpoint (at
-	// 81) at their first rung, with the optimum's parameters.
+	// Trial 0 trains to the end; trials 1 and 2 take its checkpoint at
+	// their first rung, with the optimum's parameters. Trial 0's newest
+	// checkpoint is at Max, which would leave them nothing to train, so
+	// they get the one at its last rung (10), as the coordinator does, and
+	// train from there to the end.
 	f := &fakeScheduler{rungs: []float64{10}, max: 81, decide: func(_ []*hptype.Trial, t *hptype.Trial) schedule.Decision {
 		if t.Number == 0 {
 			return schedule.Decision{Action: hptype.RungContinue}
@@ -177,8 +180,8 @@ func TestSimulateExploitCopiesTheDonor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Resource != 81+10+10 {
-		t.Errorf("resource %v, want 101: the copied epochs are not trained", res.Resource)
+	if res.Resource != 81+(10+71)+(10+71) {
+		t.Errorf("resource %v, want 243: each exploiting trial trains 10 epochs, then 71 from the copy", res.Resource)
 	}
 	if res.Completed != 3 || res.Best != CurveOptimum {
 		t.Errorf("%d completed, best %v; want 3 and the optimum %v", res.Completed, res.Best, CurveOptimum)
@@ -187,8 +190,8 @@ func TestSimulateExploitCopiesTheDonor(t *testing.T) {
 	if len(tr.Rungs) != 1 || tr.Rungs[0].Donor == nil || *tr.Rungs[0].Donor != 0 || !reflect.DeepEqual(tr.Rungs[0].DonorParams, res.Trials[0].Params) || tr.Rungs[0].ParamsBefore == nil {
 		t.Errorf("trial 1's exploit is not recorded with its lineage: %+v", tr.Rungs)
 	}
-	if !reflect.DeepEqual(tr.Params, donorParams) || tr.Checkpoint != res.Trials[0].Checkpoint {
-		t.Errorf("trial 1 has parameters %v and checkpoint %+v, want the decision's and trial 0's", tr.Params, tr.Checkpoint)
+	if !reflect.DeepEqual(tr.Params, donorParams) || tr.Rungs[0].Checkpoint == "" || tr.Metrics[len(tr.Metrics)-1].Step != 81 {
+		t.Errorf("trial 1 has parameters %v, copy %q and last metric %+v; want the decision's, a copy, and training to 81", tr.Params, tr.Rungs[0].Checkpoint, tr.Metrics[len(tr.Metrics)-1])
 	}
 }
 

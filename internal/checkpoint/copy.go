@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,56 +9,59 @@ import (
 	"github.com/hpsearch/hpsearch/internal/hptype"
 )
 
-// CopyLatest copies the newest intact checkpoint under from to the
-// checkpoint id under to, for trial (population-based training hands a
-// better trial's state to a worse one this way), and returns the copy.
-// The shards go through a temporary directory, so memory stays flat
-// whatever their size. When to already holds an intact id (a copy made
-// before a crash), that one is returned and nothing is copied again.
+// CopyBelow copies the newest intact checkpoint under from whose resource
+// is below the limit to the checkpoint id under to, for trial
+// (population-based training hands a better trial's state to a worse one
+// this way), and returns the copy. The shards go through a temporary
+// directory, so memory stays flat whatever their size.
 //
-// A copy cut off before its manifest was written leaves shards without one
-// under id; only the caller writes id, so they are deleted and copied anew.
+// Whatever id already holds under to is deleted first: a copy, whole or
+// cut off, that an earlier coordinator made before it died, perhaps of
+// another trial's state. Only the caller writes id.
 //
 // The source may lose checkpoints while it is read (its trial still runs
-// and keeps only its newest few); Latest then falls back to an older one.
-func (s *Store) CopyLatest(ctx context.Context, from, to string, trial int, id ID) (*hptype.CheckpointRef, error) {
+// and keeps only its newest few); the next older one is tried then.
+func (s *Store) CopyBelow(ctx context.Context, from, to string, trial int, id ID, below float64) (*hptype.CheckpointRef, error) {
+	if err := s.Drop(ctx, to, id); err != nil {
+		return nil, err
+	}
 	tmp, err := os.MkdirTemp("", "hpsearch-copy-*")
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: copy: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	done, err := s.Load(ctx, to, id, &Dir{Path: filepath.Join(tmp, "existing")})
-	switch {
-	case err == nil:
-		return done.Ref(), nil
-	case !errors.Is(err, ErrNoCheckpoint):
-		return nil, fmt.Errorf("checkpoint: copy to %s: look for an earlier copy: %w", to, err)
-	}
-	if err := s.dropPartial(ctx, to, id); err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(tmp, "shards")
-	src, _, err := s.Latest(ctx, from, &Dir{Path: dir})
+	list, _, err := s.List(ctx, from)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: copy from %s: %w", from, err)
 	}
-	shards, err := DirShards(dir)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: copy %s from %s: %w", src.ID, from, err)
+	for i, m := range list {
+		if m.Resource >= below {
+			continue
+		}
+		dir := filepath.Join(tmp, fmt.Sprintf("shards-%d", i))
+		src, err := s.Load(ctx, from, m.ID, &Dir{Path: dir})
+		if err != nil {
+			continue // deleted or damaged since it was listed: try an older one
+		}
+		shards, err := DirShards(dir)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: copy %s from %s: %w", src.ID, from, err)
+		}
+		saved, err := s.Save(ctx, to, Manifest{Study: src.Study, Trial: trial, ID: id, Resource: src.Resource, Metrics: src.Metrics}, shards)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: copy %s from %s: %w", src.ID, from, err)
+		}
+		return saved.Ref(), nil
 	}
-	m, err := s.Save(ctx, to, Manifest{Study: src.Study, Trial: trial, ID: id, Resource: src.Resource, Metrics: src.Metrics}, shards)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: copy %s from %s: %w", src.ID, from, err)
-	}
-	return m.Ref(), nil
+	return nil, fmt.Errorf("checkpoint: copy from %s: %w (none intact below resource %g)", from, ErrNoCheckpoint, below)
 }
 
-// dropPartial deletes the objects of checkpoint id under prefix, which has
-// no manifest.
-func (s *Store) dropPartial(ctx context.Context, prefix string, id ID) error {
+// Drop deletes every object of checkpoint id under prefix, whole or not.
+// Dropping a checkpoint that is not there is not an error.
+func (s *Store) Drop(ctx context.Context, prefix string, id ID) error {
 	left, err := s.blobs.List(ctx, idDir(prefix, id)+"/")
 	if err != nil {
-		return fmt.Errorf("checkpoint: copy to %s: list what an earlier copy left: %w", prefix, err)
+		return fmt.Errorf("checkpoint: drop %s under %s: %w", id, prefix, err)
 	}
 	keys := make([]string, len(left))
 	for i, o := range left {
@@ -69,7 +71,7 @@ func (s *Store) dropPartial(ctx context.Context, prefix string, id ID) error {
 		return nil
 	}
 	if err := s.blobs.Delete(ctx, keys...); err != nil {
-		return fmt.Errorf("checkpoint: copy to %s: delete what an earlier copy left: %w", prefix, err)
+		return fmt.Errorf("checkpoint: drop %s under %s: %w", id, prefix, err)
 	}
 	return nil
 }

@@ -52,11 +52,22 @@ func (s *Store) Result(ctx context.Context, prefix string, segment, attempt int)
 	return &res, nil
 }
 
-// Handover copies the newest intact checkpoint under from into the trial
-// under to, as the last checkpoint the given attempt of a segment could
-// write (seq 9999): newer than every checkpoint that attempt wrote, older
-// than any of the next segment's, so the next segment resumes from it.
-// See CopyLatest.
-func (s *Store) Handover(ctx context.Context, from, to string, trial, segment, attempt int) (*hptype.CheckpointRef, error) {
-	return s.CopyLatest(ctx, from, to, trial, ID{Segment: segment, Attempt: attempt, Seq: maxSeq})
+// Handover copies the newest intact checkpoint under from whose resource is
+// below the limit into the trial under to, as the last checkpoint the given
+// attempt of a segment could write (seq 9999): newer than every checkpoint
+// that attempt wrote, older than any of the next segment's, so the next
+// segment resumes from it. See CopyBelow.
+func (s *Store) Handover(ctx context.Context, from, to string, trial, segment, attempt int, below float64) (*hptype.CheckpointRef, error) {
+	return s.CopyBelow(ctx, from, to, trial, handoverID(segment, attempt), below)
+}
+
+// DropHandover deletes what Handover wrote for the attempt of a segment,
+// if anything: a copy an earlier coordinator made before it died and
+// before it recorded the decision that made it.
+func (s *Store) DropHandover(ctx context.Context, to string, segment, attempt int) error {
+	return s.Drop(ctx, to, handoverID(segment, attempt))
+}
+
+func handoverID(segment, attempt int) ID {
+	return ID{Segment: segment, Attempt: attempt, Seq: maxSeq}
 }

@@ -1056,10 +1056,10 @@ func testCanceled(t *testing.T, b blob.Store) {
 	}
 }
 
-// testCopyLatest copies a trial's newest checkpoint to another trial, as
-// PBT's exploit does: the copy restores the same bytes, a second copy is
-// the first, and shards left by a copy cut off before its manifest are
-// replaced.
+// testCopyLatest copies a trial's newest checkpoint below a resource to
+// another trial, as PBT's exploit does: the copy restores the same bytes;
+// a checkpoint at or past the limit is passed over; what an earlier copy
+// left at the ID, whole or cut off, is replaced; and Drop removes it.
 func testCopyLatest(t *testing.T, b blob.Store) {
 	s := checkpoint.New(b)
 	ctx := t.Context()
@@ -1067,13 +1067,14 @@ func testCopyLatest(t *testing.T, b blob.Store) {
 	save(t, s, checkpoint.ID{Segment: 1, Attempt: 1}, map[string][]byte{"w": content(100, 1)})
 	newest := map[string][]byte{"w": content(3000, 2), "opt/m": content(10, 3)}
 	save(t, s, checkpoint.ID{Segment: 2, Attempt: 2}, newest)
+	save(t, s, checkpoint.ID{Segment: 9, Attempt: 3}, map[string][]byte{"w": content(50, 4)}) // at the limit
 	id := checkpoint.ID{Segment: 4, Attempt: 5, Seq: 9999}
 
 	// Shards of an earlier copy that died before its manifest.
 	put(t, b, to+"/ckpt/"+id.String()+"/shards/w", []byte("partial"))
-	ref, err := s.CopyLatest(ctx, prefix, to, 9, id)
+	ref, err := s.CopyBelow(ctx, prefix, to, 9, id, 9)
 	if err != nil {
-		t.Fatalf("CopyLatest: %v", err)
+		t.Fatalf("CopyBelow: %v", err)
 	}
 	if ref.ID != id.String() || ref.Resource != 2 || ref.Bytes != 3010 {
 		t.Errorf("copy = %+v, want ID %s, resource 2 and 3010 bytes", ref, id)
@@ -1091,11 +1092,24 @@ func testCopyLatest(t *testing.T, b blob.Store) {
 			t.Errorf("shard %s of the copy differs from the source's", name)
 		}
 	}
-	again, err := s.CopyLatest(ctx, prefix, to, 9, id)
-	if err != nil || again.CreatedAt != ref.CreatedAt {
-		t.Errorf("second CopyLatest = %+v, %v; want the first copy %+v", again, err, ref)
+	// A whole copy already there is replaced, here by an older checkpoint.
+	again, err := s.CopyBelow(ctx, prefix, to, 9, id, 2)
+	if err != nil || again.Resource != 1 {
+		t.Errorf("CopyBelow over an earlier copy = %+v, %v; want a new copy of the checkpoint at 1", again, err)
 	}
-	if _, err := s.CopyLatest(ctx, "study-1/trial-3", to, 9, checkpoint.ID{Segment: 5, Attempt: 1}); !errors.Is(err, checkpoint.ErrNoCheckpoint) {
-		t.Errorf("CopyLatest from a trial without checkpoints: %v, want ErrNoCheckpoint", err)
+	if _, err := s.CopyBelow(ctx, prefix, to, 9, id, 1); !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		t.Errorf("CopyBelow with nothing below the limit = %v, want ErrNoCheckpoint", err)
+	}
+	if _, err := s.CopyBelow(ctx, "study-1/trial-3", to, 9, checkpoint.ID{Segment: 5, Attempt: 1}, 100); !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		t.Errorf("CopyBelow from a trial without checkpoints: %v, want ErrNoCheckpoint", err)
+	}
+	if err := s.Drop(ctx, prefix, checkpoint.ID{Segment: 1, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Drop(ctx, prefix, checkpoint.ID{Segment: 1, Attempt: 1}); err != nil {
+		t.Errorf("Drop of nothing: %v", err)
+	}
+	if k := keys(t, b, prefix+"/ckpt/000001.001.0000/"); len(k) != 0 {
+		t.Errorf("after Drop the checkpoint still holds %q", k)
 	}
 }

@@ -64,10 +64,12 @@ type Checkpoints interface {
 	// Finish removes a finished trial's checkpoints, all of them or all but
 	// the newest.
 	Finish(ctx context.Context, prefix string, keepNewest bool) error
-	// Handover copies the newest checkpoint under from into trial's prefix
-	// to, as the newest checkpoint of the given attempt of a segment, for
-	// population-based training's exploit.
-	Handover(ctx context.Context, from, to string, trial, segment, attempt int) (*hptype.CheckpointRef, error)
+	// Handover copies the newest checkpoint under from whose resource is
+	// below the limit into trial's prefix to, as the newest checkpoint of
+	// the given attempt of a segment, for population-based training's
+	// exploit; DropHandover deletes such a copy.
+	Handover(ctx context.Context, from, to string, trial, segment, attempt int, below float64) (*hptype.CheckpointRef, error)
+	DropHandover(ctx context.Context, to string, segment, attempt int) error
 }
 
 // Config configures a coordinator run.

@@ -67,9 +67,13 @@ func (c *coordinator) start(ctx, wctx context.Context, l queue.Lease) error {
 		c.emit(TrialFailed, t, t.Error)
 		return c.cfg.Queue.Ack(wctx, l.Token)
 	}
+	var target float64
+	if c.cfg.Scheduler != nil {
+		target = c.cfg.Scheduler.Target(t)
+	}
 	t.State, t.LeaseToken = hptype.TrialRunning, l.Token
 	t.Attempts = append(t.Attempts, hptype.Attempt{
-		Number: len(t.Attempts) + 1, Segment: t.Segment, ResourceFrom: t.Resource,
+		Number: len(t.Attempts) + 1, Segment: t.Segment, ResourceFrom: t.Resource, ResourceTarget: target,
 		StartedAt: now, Status: attemptRunning,
 	})
 	if err := c.cfg.Store.UpdateTrial(wctx, t); err != nil {
@@ -137,10 +141,7 @@ func (c *coordinator) request(t *hptype.Trial, now time.Time) hptype.SegmentRequ
 		run = mr
 	}
 	a := t.Attempts[len(t.Attempts)-1]
-	resource := hptype.ResourceRange{From: t.Resource, Unit: unit}
-	if c.cfg.Scheduler != nil {
-		resource.To = c.cfg.Scheduler.Target(t)
-	}
+	resource := hptype.ResourceRange{From: t.Resource, To: a.ResourceTarget, Unit: unit}
 	return hptype.SegmentRequest{
 		APIVersion: hptype.APIVersion,
 		Study:      c.study.ID,

@@ -10,6 +10,7 @@ import (
 	"github.com/hpsearch/hpsearch/internal/hptype"
 	"github.com/hpsearch/hpsearch/internal/queue"
 	"github.com/hpsearch/hpsearch/internal/schedule"
+	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
 // errCoordinatorDied marks an attempt that was running when the previous
@@ -83,10 +84,7 @@ func (c *coordinator) recordResult(ctx context.Context, t *hptype.Trial, a *hpty
 	ack := func() error { return c.cfg.Queue.Ack(ctx, o.token) }
 	// target is the resource the segment was asked to reach: a rung, when
 	// below the scheduler's max.
-	var target float64
-	if c.cfg.Scheduler != nil {
-		target = c.cfg.Scheduler.Target(t)
-	}
+	target := a.ResourceTarget
 	finish := func(state hptype.TrialState, status, errText string) {
 		a.Status, a.Error = status, errText
 		t.State, t.Error, t.LeaseToken, t.FinishedAt = state, errText, "", a.FinishedAt
@@ -125,8 +123,8 @@ func (c *coordinator) recordResult(ctx context.Context, t *hptype.Trial, a *hpty
 		finish(hptype.TrialFailed, attemptCompleted, fmt.Sprintf("the trainer reported no %q metric (objective.metric); it reported: %s", sp.Objective.Metric, metricNames(t.Metrics)))
 		return TrialFailed, ack
 	}
-	if target > 0 && target < sp.Scheduler.Max && res.ResourceReached >= target {
-		return c.decide(ctx, t, a, res, v, ack)
+	if target > 0 && target < sp.Scheduler.Max && res.ResourceReached >= target*(1-1e-9) {
+		return c.decide(ctx, t, a, res, target, v, ack)
 	}
 	finish(hptype.TrialCompleted, attemptCompleted, "")
 	t.Value = &v
@@ -208,24 +206,36 @@ func (c *coordinator) recordLoss(ctx context.Context, t *hptype.Trial, a *hptype
 }
 
 // decide records the scheduler's decision about a trial whose segment
-// reached its rung with the objective at value, in the same store update as
-// the result; the trial then stops (pruned) or goes on with its next
-// segment, from its own checkpoint or, after an exploit, from a copy of the
-// donor's.
-func (c *coordinator) decide(ctx context.Context, t *hptype.Trial, a *hptype.Attempt, res hptype.SegmentResult, value float64, ack func() error) (EventKind, func() error) {
-	resource := res.ResourceReached
+// reached its rung (resource, the segment's target; the trainer may have
+// gone a little past it) with the objective at value, in the same store
+// update as the result; the trial then stops (pruned) or goes on with its
+// next segment, from its own checkpoint or, after an exploit, from a copy
+// of the donor's.
+func (c *coordinator) decide(ctx context.Context, t *hptype.Trial, a *hptype.Attempt, res hptype.SegmentResult, resource, value float64, ack func() error) (EventKind, func() error) {
 	d := c.cfg.Scheduler.Decide(c.trials, t, resource, value)
-	a.Status, a.ResourceTo = attemptCompleted, resource
-	t.Resource, t.LeaseToken = resource, ""
+	a.Status, a.ResourceTo = attemptCompleted, res.ResourceReached
+	t.Resource, t.LeaseToken = res.ResourceReached, ""
+	if d.Action != hptype.RungExploit && c.cfg.Spec.Scheduler.Type == spec.PBT {
+		// A copy made for an exploit that an earlier coordinator decided
+		// but died before recording would be the trial's newest checkpoint.
+		if err := c.cfg.Checkpoints.DropHandover(ctx, c.prefix(t.Number), a.Segment, a.Number); err != nil {
+			c.cfg.Logger.Warn("could not look for a stale exploit copy", "trial", t.Number, "error", err)
+		}
+	}
 	switch d.Action {
 	case hptype.RungStop:
 		schedule.Record(c.trials, t, resource, value, d, c.cfg.Now())
 		t.State, t.FinishedAt = hptype.TrialPruned, a.FinishedAt
 		return TrialPruned, ack
 	case hptype.RungExploit:
-		ref, err := c.cfg.Checkpoints.Handover(ctx, c.prefix(*d.Donor), c.prefix(t.Number), t.Number, a.Segment, a.Number)
+		// Below max: a donor's final checkpoint would leave the trial
+		// nothing to train, and so no value of its own.
+		ref, err := c.cfg.Checkpoints.Handover(ctx, c.prefix(*d.Donor), c.prefix(t.Number), t.Number, a.Segment, a.Number, c.cfg.Spec.Scheduler.Max)
 		if err != nil {
 			c.cfg.Logger.Warn("could not copy the donor's checkpoint; the trial goes on with its own", "trial", t.Number, "donor", *d.Donor, "error", err)
+			if err := c.cfg.Checkpoints.DropHandover(ctx, c.prefix(t.Number), a.Segment, a.Number); err != nil {
+				c.cfg.Logger.Warn("could not remove a failed exploit copy", "trial", t.Number, "error", err)
+			}
 			d.Action, d.Donor, d.Params = hptype.RungContinue, nil, nil
 			d.Reason += fmt.Sprintf("; the copy failed (%v), so the trial goes on with its own state", err)
 			break

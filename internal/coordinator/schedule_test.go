@@ -215,6 +215,16 @@ func TestASHADecisionsSurviveAStop(t *testing.T) {
 // donor's newest checkpoint and perturbed parameters to the trial's next
 // segment, and records the lineage.
 func TestPBTContinuesFromTheDonorsCheckpoint(t *testing.T) {
+	for _, concurrency := range []int{4, 2} {
+		t.Run(fmt.Sprint(concurrency), func(t *testing.T) { testPBT(t, concurrency) })
+	}
+}
+
+// testPBT runs the PBT study with concurrency trials at once. With 2, the
+// first trials finish while later ones exploit them: a finished donor's
+// final checkpoint must not be copied, or the trial would end with no value
+// of its own.
+func testPBT(t *testing.T, concurrency int) {
 	b, ct := scheduledSetup(t)
 	// Each trial of the grid is worse than the one before, so the trials
 	// that start once the first four have reached a rung are in the bottom
@@ -229,6 +239,7 @@ max_trials: 8
 max_concurrency: 4
 scheduler: {type: pbt, min: 3, max: 9, quantile: 0.25}
 `)
+	sp.MaxConcurrency = concurrency
 	res, err := coordinator.Run(context.Background(), b.config(sp))
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +249,10 @@ scheduler: {type: pbt, min: 3, max: 9, quantile: 0.25}
 	}
 	exploits := 0
 	for _, tr := range res.Trials {
+		lr, _ := tr.Params.Float("lr")
+		if tr.Value == nil || *tr.Value != curve(lr, 9) {
+			t.Errorf("trial %d ended with value %v; its parameters (lr %g) reach %g at the end", tr.Number, tr.Value, lr, curve(lr, 9))
+		}
 		// The i-th rung decision follows the i-th attempt that completed at
 		// a rung; the segment after that attempt is the decision's.
 		var after []int
@@ -247,7 +262,7 @@ scheduler: {type: pbt, min: 3, max: 9, quantile: 0.25}
 			}
 		}
 		if len(after) != len(tr.Rungs) {
-			t.Fatalf("trial %d: %d attempts ended at a rung, %d rung decisions", tr.Number, len(after), len(tr.Rungs))
+			t.Fatalf("trial %d: %d attempts ended at a rung, %d rung decisions\n%+v\n%+v", tr.Number, len(after), len(tr.Rungs), tr.Attempts, tr.Rungs)
 		}
 		for i, r := range tr.Rungs {
 			segment := after[i]

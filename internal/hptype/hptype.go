@@ -110,14 +110,17 @@ type Attempt struct {
 	Segment int `json:"segment"`
 	// ResourceFrom and ResourceTo are the resource the attempt started from
 	// and the one it left saved (in a checkpoint or as the trial's end).
-	ResourceFrom float64   `json:"resource_from"`
-	ResourceTo   float64   `json:"resource_to"`
-	StartedAt    time.Time `json:"started_at"`
-	FinishedAt   time.Time `json:"finished_at,omitzero"`
-	Status       string    `json:"status,omitempty"`
-	Error        string    `json:"error,omitempty"`
-	WallSeconds  float64   `json:"wall_seconds"`
-	CostUSD      float64   `json:"cost_usd"`
+	ResourceFrom float64 `json:"resource_from"`
+	ResourceTo   float64 `json:"resource_to"`
+	// ResourceTarget is what the segment was asked to train up to: a rung
+	// of the scheduler, or its max; 0 for the workload's own end.
+	ResourceTarget float64   `json:"resource_target,omitempty"`
+	StartedAt      time.Time `json:"started_at"`
+	FinishedAt     time.Time `json:"finished_at,omitzero"`
+	Status         string    `json:"status,omitempty"`
+	Error          string    `json:"error,omitempty"`
+	WallSeconds    float64   `json:"wall_seconds"`
+	CostUSD        float64   `json:"cost_usd"`
 	// BilledEstimated says the billed time was measured by hpsearch, not
 	// reported by the platform.
 	BilledEstimated bool `json:"billed_estimated,omitempty"`

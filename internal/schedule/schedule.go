@@ -124,11 +124,14 @@ func arithmetic(min, step, max float64) ladder {
 // next is the trial's next rung, or max: the first rung above its
 // resource, or the rung it stands on when it has no decision there yet (its
 // last segment stopped exactly at the rung, suspended or interrupted, and
-// was not judged). After an exploit the trial stands on the donor's
-// resource, where it has nothing of its own to be judged by, so it goes on
-// to the rung above.
+// was not judged). While the trial stands on the copy an exploit gave it
+// (the donor's resource), it has nothing of its own to be judged by there,
+// so it goes on to the rung above.
 func (l ladder) next(t *hptype.Trial) float64 {
-	exploited := len(t.Rungs) > 0 && t.Rungs[len(t.Rungs)-1].Action == hptype.RungExploit
+	exploited := false
+	if n := len(t.Rungs); n > 0 && t.Rungs[n-1].Action == hptype.RungExploit && t.Checkpoint != nil {
+		exploited = t.Checkpoint.ID == t.Rungs[n-1].Checkpoint
+	}
 	for i, r := range l.rungs {
 		switch {
 		case r > t.Resource*(1+1e-9):

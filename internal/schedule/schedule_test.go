@@ -202,17 +202,25 @@ func TestTargetOnAnUnjudgedRung(t *testing.T) {
 		t.Fatal(err)
 	}
 	judged := []hptype.RungDecision{{Rung: 0, Resource: 1, Action: hptype.RungContinue}}
+	exploited := []hptype.RungDecision{{Rung: 0, Resource: 1, Action: hptype.RungExploit, Checkpoint: "000001.002.9999"}}
 	for _, tc := range []struct {
-		resource float64
-		rungs    []hptype.RungDecision
-		want     float64
+		resource   float64
+		rungs      []hptype.RungDecision
+		checkpoint string
+		want       float64
 	}{
-		{1, nil, 1},
-		{1, judged, 3},
-		{3, judged, 3},
-		{3, []hptype.RungDecision{{Rung: 0, Resource: 1, Action: hptype.RungExploit}}, 9},
+		{1, nil, "", 1},
+		{1, judged, "", 3},
+		{3, judged, "", 3},
+		// On the copy of the donor's checkpoint at 3: on to 9.
+		{3, exploited, "000001.002.9999", 9},
+		// Its own segment since stopped at 3, unjudged: judged there.
+		{3, exploited, "000002.003.0004", 3},
 	} {
 		tr := &hptype.Trial{Resource: tc.resource, Rungs: tc.rungs}
+		if tc.checkpoint != "" {
+			tr.Checkpoint = &hptype.CheckpointRef{ID: tc.checkpoint}
+		}
 		if got := s.Target(tr); got != tc.want {
 			t.Errorf("Target at %g with decisions %+v = %g, want %g", tc.resource, tc.rungs, got, tc.want)
 		}
