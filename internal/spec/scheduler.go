@@ -52,7 +52,8 @@ type Scheduler struct {
 	// parameter by, one chosen per parameter. Defaults to [0.8, 1.2].
 	PerturbationFactors []float64
 	// Explore names the parameters PBT perturbs. Defaults to every float
-	// and int parameter.
+	// parameter (an int one often shapes the model, which a copied
+	// checkpoint must fit).
 	Explore []string
 }
 
@@ -89,6 +90,7 @@ func (d *decoder) scheduler(root *object, s *Spec) Scheduler {
 	if len(s.Trainer.Command) > 0 {
 		c.Resource = "step"
 	}
+	before := len(d.errs)
 	tf, ok := d.require(o, "type", "add type: asha, hyperband, median or pbt")
 	if !ok {
 		return Scheduler{}
@@ -149,7 +151,61 @@ func (d *decoder) scheduler(root *object, s *Spec) Scheduler {
 	if c.Type == PBT {
 		d.pbt(o, s, &c)
 	}
+	if len(d.errs) > before {
+		return c
+	}
+	if n := c.rungCount(); n > maxRungs {
+		d.errorf(o.pos, "scheduler: %d rungs between min (%s) and max (%s) are too many (at most %d); raise min, the reduction_factor or the interval", n, num(c.Min), num(c.Max), maxRungs)
+		return c
+	}
+	if s.Trainer.Builtin != "" {
+		if r, ok := c.fractionalRung(); ok {
+			d.errorf(o.pos, "scheduler: the built-in workload trains whole epochs, and rung %s is not one; use a whole min and max, and a whole reduction_factor or interval", num(r))
+		}
+	}
 	return c
+}
+
+// maxRungs bounds how many rungs a scheduler may have.
+const maxRungs = 1000
+
+// rungCount is how many rungs the first bracket (or the ladder) has below
+// max, computed without listing them.
+func (c Scheduler) rungCount() int {
+	var n float64
+	switch c.Type {
+	case ASHA, Hyperband:
+		n = math.Ceil(math.Log(c.Max/c.Min)/math.Log(c.ReductionFactor) - 1e-9)
+	case Median, PBT:
+		n = math.Ceil((c.Max-c.Min)/c.Interval - 1e-9)
+	}
+	return int(min(n, math.MaxInt32))
+}
+
+// fractionalRung returns a rung or the max that is not a whole number, if
+// any.
+func (c Scheduler) fractionalRung() (float64, bool) {
+	whole := func(r float64) bool { return math.Abs(r-math.Round(r)) <= 1e-9*math.Max(1, r) }
+	if !whole(c.Max) {
+		return c.Max, true
+	}
+	switch c.Type {
+	case ASHA, Hyperband:
+		for s := range max(c.Brackets, 1) {
+			for r := c.Min * math.Pow(c.ReductionFactor, float64(s)); r < c.Max*(1-1e-9); r *= c.ReductionFactor {
+				if !whole(r) {
+					return r, true
+				}
+			}
+		}
+	case Median, PBT:
+		for r := c.Min; r < c.Max*(1-1e-9); r += c.Interval {
+			if !whole(r) {
+				return r, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // pbt decodes PBT's quantile, perturbation factors and explored parameters.
