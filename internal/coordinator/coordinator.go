@@ -178,8 +178,9 @@ type coordinator struct {
 	// elapsedBefore is the study's wall time from earlier runs.
 	elapsedBefore float64
 	exhausted     bool
-	// workers are the pool workers' ledgers, as last read.
-	workers []hptype.WorkerUsage
+	// workers are the pool workers' ledgers, as last read, and since as
+	// they were when this run began.
+	workers, since []hptype.WorkerUsage
 }
 
 // Run runs the study of cfg.Spec until it completes, its budget is spent or
@@ -200,6 +201,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	c.runStart = cfg.Now()
+	if cfg.Spec.Pool != nil {
+		c.readWorkers(wctx)
+		if c.since == nil {
+			c.since = []hptype.WorkerUsage{}
+		}
+	}
 	if err := c.recover(wctx); err != nil {
 		return nil, err
 	}
@@ -417,7 +424,7 @@ func (c *coordinator) dropCheckpoints(ctx context.Context) {
 func (c *coordinator) progress() Progress {
 	p := Summarize(c.cfg.Spec.Objective, c.cfg.Spec.MaxTrials, c.elapsed(), c.trials)
 	if c.cfg.Spec.Pool != nil {
-		p.Pool = PoolSummary(c.cfg.Spec.Pool, c.trials, c.workers)
+		p.Pool = PoolSummary(c.cfg.Spec.Pool, c.trials, c.workers, c.since)
 	}
 	return p
 }

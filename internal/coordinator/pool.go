@@ -8,12 +8,14 @@ import (
 	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
-// PoolProgress is the use of a study's worker pool: its workers' time,
-// busy or idle (pool machines are billed by the hour either way), and what
-// the idle time cost. The busy time's cost is in the trials' attempts.
+// PoolProgress is the use of a study's worker pool during this run of the
+// study: its workers' time, busy or idle (pool machines are billed by the
+// hour either way), and what the idle time cost. The busy time's cost is in
+// the trials' attempts.
 type PoolProgress struct {
 	Name string `json:"name"`
-	// Workers counts the workers that served the study.
+	// Workers counts the workers that ran, busy or idle, during this run
+	// of the study.
 	Workers     int     `json:"workers"`
 	BusySeconds float64 `json:"busy_seconds"`
 	IdleSeconds float64 `json:"idle_seconds"`
@@ -26,11 +28,17 @@ type PoolProgress struct {
 	Trials int `json:"trials"`
 }
 
-// PoolSummary sums the ledgers of a pool's workers and the cost of the
-// trials placed on it; idle time is priced at the space file's
+// PoolSummary sums the ledgers of a pool's workers, less what they held at
+// since (their ledgers when this run of the study began: the pool's time
+// before it, and other studies' before it, is not this run's), and the
+// cost of the trials placed on it. Idle time is priced at the space file's
 // pool.price_per_hour, like the busy time.
-func PoolSummary(pool *spec.Pool, trials []*hptype.Trial, workers []hptype.WorkerUsage) *PoolProgress {
+func PoolSummary(pool *spec.Pool, trials []*hptype.Trial, workers, since []hptype.WorkerUsage) *PoolProgress {
 	p := &PoolProgress{Name: pool.Name}
+	before := map[string]hptype.WorkerUsage{}
+	for _, w := range since {
+		before[w.ID] = w
+	}
 	for _, t := range trials {
 		if onPool(t) {
 			p.Trials++
@@ -38,10 +46,15 @@ func PoolSummary(pool *spec.Pool, trials []*hptype.Trial, workers []hptype.Worke
 		}
 	}
 	for _, w := range workers {
+		b := before[w.ID]
+		busy, idle := max(0, w.BusySeconds-b.BusySeconds), max(0, w.IdleSeconds-b.IdleSeconds)
+		if busy+idle == 0 {
+			continue
+		}
 		p.Workers++
-		p.BusySeconds += w.BusySeconds
-		p.IdleSeconds += w.IdleSeconds
-		p.IdleCostUSD += w.IdleSeconds * pool.PricePerHour / 3600
+		p.BusySeconds += busy
+		p.IdleSeconds += idle
+		p.IdleCostUSD += idle * pool.PricePerHour / 3600
 	}
 	if total := p.BusySeconds + p.IdleSeconds; total > 0 {
 		p.Utilisation = p.BusySeconds / total
@@ -71,8 +84,9 @@ func (c *coordinator) ratePerSecond(t *hptype.Trial) float64 {
 	return c.cfg.Spec.Backend.RatePerSecond()
 }
 
-// readWorkers refreshes the pool workers' ledgers. Failing to read them
-// costs the idle figures, not the study, so it is logged.
+// readWorkers refreshes the pool workers' ledgers; the first read is the
+// baseline this run's figures start from. Failing to read them costs the
+// idle figures, not the study, so it is logged.
 func (c *coordinator) readWorkers(ctx context.Context) {
 	if c.cfg.PoolUsage == nil {
 		return
@@ -83,4 +97,7 @@ func (c *coordinator) readWorkers(ctx context.Context) {
 		return
 	}
 	c.workers = ws
+	if c.since == nil {
+		c.since = ws
+	}
 }

@@ -305,9 +305,17 @@ func TestPlacementRoutesTrials(t *testing.T) {
 	sp := mustSpec(t, fmt.Sprintf(baseSpec, 8, 3)+"resources: {model_params: units * 3e7}\npool: {name: gpu, price_per_hour: 3.6}\n")
 	cfg := b.config(sp)
 	cfg.Pool = pool
+	reads := 0
 	cfg.PoolUsage = func(context.Context) ([]hptype.WorkerUsage, error) {
-		// The worker's own price is not the one the study is billed at.
-		return []hptype.WorkerUsage{{ID: "w1", PricePerHour: 99, BusySeconds: 30, IdleSeconds: 10}}, nil
+		// When the run begins, w1 has run before (for another study) and
+		// w2 has nothing to add; later w1 has been busy 30 s and idle 10 s
+		// more. The worker's own price is not the one the study is billed
+		// at.
+		reads++
+		if reads == 1 {
+			return []hptype.WorkerUsage{{ID: "w1", PricePerHour: 99, BusySeconds: 500, IdleSeconds: 7200}, {ID: "w2", IdleSeconds: 60}}, nil
+		}
+		return []hptype.WorkerUsage{{ID: "w1", PricePerHour: 99, BusySeconds: 530, IdleSeconds: 7210}, {ID: "w2", IdleSeconds: 60}}, nil
 	}
 	res, err := coordinator.Run(context.Background(), cfg)
 	if err != nil {
