@@ -62,14 +62,24 @@ func (c *coordinator) recoverRunning(ctx context.Context, t *hptype.Trial) error
 	case res != nil:
 		// The segment finished while no coordinator was there to hear it.
 		o.res = c.stored(t, *res)
-	case (c.cfg.Spec.Backend.Type != spec.Local || onPool(t)) && c.cfg.Now().Before(c.orphanDeadline(t, a)):
+	case onPool(t):
+		// Its job is still on the pool's queue, waiting or running: the
+		// pool executor finds it there (enqueueing it again changes
+		// nothing) and waits for its result, however long it queues.
+		c.cfg.Logger.Info("waiting for a pool segment started before a restart", "trial", t.Number, "segment", a.Segment, "attempt", a.Number)
+		req := c.request(t, c.cfg.Now().UTC())
+		c.launch(ctx, t.Number, t.LeaseToken, 1, false, func(ctx context.Context) (hptype.SegmentResult, error) {
+			return c.cfg.Pool.Run(ctx, req)
+		})
+		return nil
+	case c.cfg.Spec.Backend.Type != spec.Local && c.cfg.Now().Before(c.orphanDeadline(a)):
 		// A function invocation outlives the coordinator that made it: wait
 		// for its result rather than run the segment twice. Its lease may
 		// have expired while no coordinator ran, so it is not extended: the
 		// trial's attempt, not the lease, fences the result.
 		c.cfg.Logger.Info("waiting for the result of a segment started before a restart", "trial", t.Number, "segment", a.Segment, "attempt", a.Number)
 		c.launch(ctx, t.Number, t.LeaseToken, 1, false, func(ctx context.Context) (hptype.SegmentResult, error) {
-			return c.awaitResult(ctx, t, a.Segment, a.Number, c.orphanDeadline(t, a))
+			return c.awaitResult(ctx, t, a.Segment, a.Number, c.orphanDeadline(a))
 		})
 		return nil
 	default:
@@ -89,12 +99,8 @@ func (c *coordinator) stored(t *hptype.Trial, res hptype.SegmentResult) hptype.S
 }
 
 // orphanDeadline is when a segment started by an earlier coordinator must
-// have stored its result: its deadline, plus a minute for the platform. A
-// pool segment may run for the rest of the trial's timeout.
-func (c *coordinator) orphanDeadline(t *hptype.Trial, a *hptype.Attempt) time.Time {
-	if onPool(t) {
-		return a.StartedAt.Add(c.cfg.Spec.Trainer.Timeout + time.Minute)
-	}
+// have stored its result: its deadline, plus a minute for the platform.
+func (c *coordinator) orphanDeadline(a *hptype.Attempt) time.Time {
 	return a.StartedAt.Add(c.cfg.Spec.Backend.MaxRuntime + time.Minute)
 }
 

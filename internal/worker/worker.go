@@ -34,6 +34,7 @@ import (
 	"github.com/hpsearch/hpsearch/internal/blob"
 	"github.com/hpsearch/hpsearch/internal/checkpoint"
 	"github.com/hpsearch/hpsearch/internal/executor"
+	"github.com/hpsearch/hpsearch/internal/executor/pool"
 	"github.com/hpsearch/hpsearch/internal/hptype"
 	"github.com/hpsearch/hpsearch/internal/queue"
 )
@@ -158,8 +159,10 @@ const lostMessage = "the pool worker running this segment stopped without storin
 func (w *worker) handle(ctx context.Context, log *slog.Logger, l queue.Lease) {
 	// Settling a lease must happen even when the worker is stopping.
 	wctx := context.WithoutCancel(ctx)
-	var req hptype.SegmentRequest
-	if err := json.Unmarshal(l.Job.Payload, &req); err != nil || req.Checkpoint == nil {
+	var job pool.Job
+	err := json.Unmarshal(l.Job.Payload, &job)
+	req := job.Request
+	if err != nil || req.Checkpoint == nil {
 		log.Error("dropping a job that is not a segment request with a checkpoint store", "job", l.Job.ID, "error", err)
 		w.settle(wctx, log, l, "the job is not a segment request with a checkpoint store")
 		return
@@ -191,6 +194,7 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, l queue.Lease) {
 	}
 
 	req.LogPath = filepath.Join(w.cfg.WorkDir, "logs", req.StudyName, fmt.Sprintf("trial-%d.log", req.Trial))
+	req.Deadline = w.cfg.Now().Add(time.Duration(job.RunFor))
 	runCtx, stop := context.WithCancelCause(wctx)
 	defer stop(nil)
 	go func() {

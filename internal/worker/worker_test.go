@@ -18,6 +18,7 @@ import (
 	"github.com/hpsearch/hpsearch/internal/blob"
 	"github.com/hpsearch/hpsearch/internal/blob/fsblob"
 	"github.com/hpsearch/hpsearch/internal/checkpoint"
+	"github.com/hpsearch/hpsearch/internal/executor/pool"
 	"github.com/hpsearch/hpsearch/internal/hptype"
 	"github.com/hpsearch/hpsearch/internal/queue"
 	"github.com/hpsearch/hpsearch/internal/queue/boltqueue"
@@ -61,7 +62,8 @@ func (e *env) enqueue(t *testing.T, trial int) hptype.SegmentRequest {
 	t.Helper()
 	req := hptype.SegmentRequest{APIVersion: hptype.APIVersion, Study: "s1", StudyName: "study", Trial: trial, Segment: 0, Attempt: 1,
 		Checkpoint: &hptype.CheckpointPolicy{Store: e.blobs.URI(), Prefix: fmt.Sprintf("study/trial-%d", trial)}}
-	raw, _ := json.Marshal(req)
+	// The segment may run a minute from when a worker starts it.
+	raw, _ := json.Marshal(pool.Job{Request: req, RunFor: hptype.Duration(time.Minute)})
 	if _, err := e.q.Enqueue(t.Context(), queue.Job{ID: fmt.Sprintf("job-%d", trial), Payload: raw}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +113,9 @@ func (e *env) result(t *testing.T, req hptype.SegmentRequest) *hptype.SegmentRes
 }
 
 func completed(_ context.Context, req hptype.SegmentRequest) (hptype.SegmentResult, error) {
+	if left := time.Until(req.Deadline); left < 50*time.Second || left > time.Minute {
+		return hptype.SegmentResult{}, fmt.Errorf("the segment has %s left; the worker should give it the job's minute from now", left)
+	}
 	return hptype.SegmentResult{APIVersion: hptype.APIVersion, Study: req.Study, Trial: req.Trial, Attempt: req.Attempt,
 		Status: hptype.SegmentCompleted, ResourceReached: 3, Usage: hptype.Usage{BilledMS: 10}}, nil
 }

@@ -41,6 +41,15 @@ func New(q queue.Queue, results Results, poll time.Duration) *Executor {
 	return &Executor{queue: q, results: results, poll: poll, stopWait: 30 * time.Second}
 }
 
+// Job is what a pool job carries: the segment's request, and how long the
+// segment may run. The worker that leases the job sets the request's
+// deadline to RunFor from when it starts, so that time spent waiting in
+// the queue for a free worker does not eat into the segment.
+type Job struct {
+	Request hptype.SegmentRequest `json:"request"`
+	RunFor  hptype.Duration       `json:"run_for"`
+}
+
 // JobID names the job of an attempt of a segment: one job per attempt, so
 // enqueueing it again (after a coordinator restart) changes nothing.
 func JobID(req hptype.SegmentRequest) string {
@@ -48,15 +57,17 @@ func JobID(req hptype.SegmentRequest) string {
 }
 
 // Run implements executor.Executor. It waits for the result however long
-// the segment queues and runs: a pool has no deadline of its own, and the
-// trainer ends the segment at its deadline. When ctx ends it leaves a
-// cancellation for the worker, which stops the segment with a checkpoint,
-// and returns the worker's answer if it comes within the grace period.
+// the segment queues and runs: the worker sets the segment's deadline when
+// it starts it (see Job), and the trainer ends the segment there. When ctx
+// ends it leaves a cancellation for the worker, which stops the segment
+// with a checkpoint, and returns the worker's answer if it comes within the
+// grace period. Running the same attempt again (a restarted coordinator)
+// finds its job queued already and waits for the same result.
 func (e *Executor) Run(ctx context.Context, req hptype.SegmentRequest) (hptype.SegmentResult, error) {
 	if req.Checkpoint == nil {
 		return hptype.SegmentResult{}, errors.New("pool: a segment needs a checkpoint store for its worker to store the result in")
 	}
-	payload, err := json.Marshal(req)
+	payload, err := json.Marshal(Job{Request: req, RunFor: hptype.Duration(time.Until(req.Deadline))})
 	if err != nil {
 		return hptype.SegmentResult{}, fmt.Errorf("pool: encode the segment request: %w", err)
 	}
@@ -65,6 +76,14 @@ func (e *Executor) Run(ctx context.Context, req hptype.SegmentRequest) (hptype.S
 	}
 	res, err := e.await(ctx, req)
 	if ctx.Err() == nil {
+		if err != nil {
+			// Given up on: a worker must not go on training it.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.stopWait)
+			defer cancel()
+			if cerr := e.results.Cancel(cctx, req.Checkpoint.Prefix, req.Segment, req.Attempt); cerr != nil {
+				err = fmt.Errorf("%w (and leaving its cancellation failed: %v)", err, cerr)
+			}
+		}
 		return res, err
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.stopWait)
