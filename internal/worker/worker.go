@@ -151,9 +151,23 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// lostMessage explains the result of an attempt whose earlier lease
-// expired: the worker running it died without storing a result.
-const lostMessage = "the pool worker running this segment stopped without storing a result (its lease expired); the trial continues from its last checkpoint"
+// lostMessage explains the result of an attempt whose earlier lease ended
+// without a result: the worker running it died, or could not store it.
+const lostMessage = "the pool worker running this segment stopped without storing a result (its lease expired, or the result could not be stored); the trial continues from its last checkpoint"
+
+// notStarted begins the cause of a job a worker gave back before it ran
+// the segment, so that the next worker knows it may run it.
+const notStarted = "not started: "
+
+// neverStarted reports whether every earlier lease of the job ended before
+// its segment started: the last failure was a worker giving it back
+// unstarted. Otherwise (a lease expired, or the result could not be
+// stored) the segment may have written checkpoints under this attempt, and
+// running it again would write them a second time.
+func (w *worker) neverStarted(ctx context.Context, id string) bool {
+	info, err := w.cfg.Queue.Get(ctx, id)
+	return err == nil && strings.HasPrefix(info.Cause, notStarted) && info.Failures == 1
+}
 
 // handle runs one leased job and settles its lease.
 func (w *worker) handle(ctx context.Context, log *slog.Logger, l queue.Lease) {
@@ -164,14 +178,14 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, l queue.Lease) {
 	req := job.Request
 	if err != nil || req.Checkpoint == nil {
 		log.Error("dropping a job that is not a segment request with a checkpoint store", "job", l.Job.ID, "error", err)
-		w.settle(wctx, log, l, "the job is not a segment request with a checkpoint store")
+		w.settle(wctx, log, l, notStarted+"the job is not a segment request with a checkpoint store")
 		return
 	}
 	log = log.With("study", req.StudyName, "trial", req.Trial, "segment", req.Segment, "attempt", req.Attempt)
 	st, err := w.store(wctx, req.Checkpoint.Store)
 	if err != nil {
 		log.Error("cannot open the checkpoint store", "store", req.Checkpoint.Store, "error", err)
-		w.settle(wctx, log, l, err.Error())
+		w.settle(wctx, log, l, notStarted+err.Error())
 		return
 	}
 	prefix := req.Checkpoint.Prefix
@@ -185,8 +199,8 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, l queue.Lease) {
 		w.ack(wctx, log, l)
 		return
 	}
-	if l.Attempt > 1 {
-		log.Warn("an earlier lease of this job expired; reporting the attempt lost")
+	if l.Attempt > 1 && !w.neverStarted(wctx, l.Job.ID) {
+		log.Warn("an earlier lease of this job ended without a result; reporting the attempt lost")
 		res := hptype.SegmentResult{APIVersion: hptype.APIVersion, Study: req.Study, Trial: req.Trial, Attempt: req.Attempt,
 			Status: hptype.SegmentFailed, Retryable: true, Error: lostMessage}
 		w.finish(wctx, log, l, st, req, res)

@@ -159,6 +159,24 @@ func TestRedeliveredJobIsReportedLost(t *testing.T) {
 	}
 }
 
+// TestJobGivenBackUnstartedRuns gives a job back as a worker that could not
+// start it does (its store would not open): the next worker runs it.
+func TestJobGivenBackUnstartedRuns(t *testing.T) {
+	e := newEnv(t, completed)
+	req := e.enqueue(t, 1)
+	leases, err := e.q.Lease(t.Context(), queue.LeaseParams{Max: 1, Visibility: time.Minute})
+	if err != nil || len(leases) != 1 {
+		t.Fatal(leases, err)
+	}
+	if err := e.q.Nack(t.Context(), leases[0].Token, "not started: open the store: unreachable"); err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, e.untilSettled(t))
+	if res := e.result(t, req); res == nil || res.Status != hptype.SegmentCompleted || e.exec.runs.Load() != 1 {
+		t.Errorf("stored result %+v after %d runs; want the segment run once and completed", res, e.exec.runs.Load())
+	}
+}
+
 func TestCancelledJobIsDropped(t *testing.T) {
 	e := newEnv(t, completed)
 	req := e.enqueue(t, 1)
