@@ -100,7 +100,12 @@ func (c *coordinator) launch(ctx context.Context, trial int, token string, failu
 	go func() {
 		hctx, stopHeartbeat := context.WithCancelCause(sctx)
 		if heartbeat {
-			go c.heartbeat(hctx, token, stopHeartbeat)
+			go func() {
+				if err := queue.KeepLeased(hctx, c.cfg.Queue, token, c.cfg.Visibility, c.cfg.Logger); err != nil {
+					c.cfg.Logger.Warn("lease lost; stopping the segment", "trial", trial, "error", err)
+					stopHeartbeat(err)
+				}
+			}()
 		}
 		start := time.Now()
 		res, err := run(hctx)
@@ -182,26 +187,4 @@ func TrialSeed(seed int64, trial int) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%d", seed, trial)
 	return int64(h.Sum64() & math.MaxInt64)
-}
-
-// heartbeat extends a lease at 0.8 x the visibility timeout; if the lease is
-// lost, it stops the segment, since another holder may run it.
-func (c *coordinator) heartbeat(ctx context.Context, token string, stop context.CancelCauseFunc) {
-	tick := time.NewTicker(c.cfg.Visibility * 4 / 5)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if _, err := c.cfg.Queue.Extend(ctx, token, c.cfg.Visibility); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				c.cfg.Logger.Warn("lease lost; stopping the segment", "error", err)
-				stop(fmt.Errorf("extend lease: %w", err))
-				return
-			}
-		}
-	}
 }

@@ -218,7 +218,12 @@ func (w *worker) handle(ctx context.Context, log *slog.Logger, l queue.Lease) {
 		case <-runCtx.Done():
 		}
 	}()
-	go w.heartbeat(runCtx, log, l.Token, stop)
+	go func() {
+		if err := queue.KeepLeased(runCtx, w.cfg.Queue, l.Token, w.cfg.Visibility, log); err != nil {
+			log.Warn("lease lost; stopping the segment", "error", err)
+			stop(err)
+		}
+	}()
 	go w.watchCancel(runCtx, st, req, stop)
 	log.Info("segment started")
 	start := w.cfg.Now()
@@ -265,28 +270,6 @@ func (w *worker) ack(ctx context.Context, log *slog.Logger, l queue.Lease) {
 func (w *worker) settle(ctx context.Context, log *slog.Logger, l queue.Lease, cause string) {
 	if err := w.cfg.Queue.Nack(ctx, l.Token, cause); err != nil {
 		log.Warn("could not give the job back", "job", l.Job.ID, "error", err)
-	}
-}
-
-// heartbeat extends the lease at 0.8 x the visibility timeout; when the
-// lease is lost it stops the segment, since another worker may run it.
-func (w *worker) heartbeat(ctx context.Context, log *slog.Logger, token string, stop context.CancelCauseFunc) {
-	tick := time.NewTicker(w.cfg.Visibility * 4 / 5)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if _, err := w.cfg.Queue.Extend(ctx, token, w.cfg.Visibility); err != nil && ctx.Err() == nil {
-				if errors.Is(err, queue.ErrLeaseLost) {
-					log.Warn("lease lost; stopping the segment", "error", err)
-					stop(fmt.Errorf("extend the lease: %w", err))
-					return
-				}
-				log.Warn("could not extend the lease; trying again", "error", err)
-			}
-		}
 	}
 }
 
