@@ -2,8 +2,6 @@ package api_test
 
 import (
 	"context"
-	"log/slog"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -11,7 +9,6 @@ import (
 	"github.com/hpsearch/hpsearch/internal/api"
 	"github.com/hpsearch/hpsearch/internal/api/apitest"
 	"github.com/hpsearch/hpsearch/internal/localstate"
-	"github.com/hpsearch/hpsearch/internal/queue"
 )
 
 // TestMain makes the test binary the trainer the local executor starts
@@ -31,21 +28,7 @@ type bundle struct {
 // setup starts a server; mod changes its configuration.
 func setup(t *testing.T, mod func(*api.Config)) *bundle {
 	t.Helper()
-	st, err := localstate.Open(t.TempDir(), queue.Config{MaxAttempts: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	token, err := api.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := api.ParseTokens("test", api.HashToken(token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg := api.Config{Store: st.Store, Wire: apitest.LocalWire(st, logger), Tokens: tokens, LogDir: st.LogDir, Logger: logger}
+	cfg, token, st := apitest.Config(t)
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -53,20 +36,12 @@ func setup(t *testing.T, mod func(*api.Config)) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-		hs.Close()
-	})
-	c, err := client.New(hs.URL, client.WithToken(token))
+	url := apitest.Serve(t, srv, srv.Handler())
+	c, err := client.New(url, client.WithToken(token))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{srv: srv, url: hs.URL, token: token, c: c, state: st}
+	return &bundle{srv: srv, url: url, token: token, c: c, state: st}
 }
 
 // tinySpace is a study of the built-in digits workload small enough for a

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"image/png"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +21,6 @@ import (
 	"github.com/hpsearch/hpsearch/internal/api"
 	"github.com/hpsearch/hpsearch/internal/api/apitest"
 	"github.com/hpsearch/hpsearch/internal/dashboard"
-	"github.com/hpsearch/hpsearch/internal/localstate"
-	"github.com/hpsearch/hpsearch/internal/queue"
 )
 
 // browserSpace is a study of the built-in digits workload small enough
@@ -279,21 +275,8 @@ type testServer struct {
 
 func startServer(t *testing.T) *testServer {
 	t.Helper()
-	st, err := localstate.Open(t.TempDir(), queue.Config{MaxAttempts: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	token, err := api.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := api.ParseTokens("test", api.HashToken(token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := api.New(api.Config{Store: st.Store, Wire: apitest.LocalWire(st, logger), Tokens: tokens, LogDir: st.LogDir, Logger: logger})
+	cfg, token, _ := apitest.Config(t)
+	srv, err := api.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,21 +284,13 @@ func startServer(t *testing.T) *testServer {
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/studies/{study}/events", live)
 	mux.Handle("/", dashboard.Mount(srv.Handler()))
-	hs := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-		hs.Close()
-	})
-	c, err := client.New(hs.URL, client.WithToken(token))
+	url := apitest.Serve(t, srv, mux)
+	c, err := client.New(url, client.WithToken(token))
 	if err != nil {
 		t.Fatal(err)
 	}
 	live.c = c
-	return &testServer{url: hs.URL, token: token, c: c, live: live}
+	return &testServer{url: url, token: token, c: c, live: live}
 }
 
 // liveEvents serves the API's event streams. The first request resumes

@@ -7,11 +7,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hpsearch/hpsearch/functions/trainer"
 	"github.com/hpsearch/hpsearch/internal/api"
@@ -20,6 +23,7 @@ import (
 	"github.com/hpsearch/hpsearch/internal/coordinator"
 	"github.com/hpsearch/hpsearch/internal/executor/local"
 	"github.com/hpsearch/hpsearch/internal/localstate"
+	"github.com/hpsearch/hpsearch/internal/queue"
 	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
@@ -63,4 +67,42 @@ func LocalWire(st *localstate.State, logger *slog.Logger) api.Wire {
 			LogDir: st.LogDir, Logger: logger, MaxAttempts: 3,
 		}, func() { q.Close() }, nil
 	}
+}
+
+// Config opens a fresh state directory and returns the configuration of a
+// server over it, with one valid token (returned too), the local wiring,
+// and warnings logged to the test's output.
+func Config(t *testing.T) (api.Config, string, *localstate.State) {
+	t.Helper()
+	st, err := localstate.Open(t.TempDir(), queue.Config{MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	token, err := api.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := api.ParseTokens("test", api.HashToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return api.Config{Store: st.Store, Wire: LocalWire(st, logger), Tokens: tokens, LogDir: st.LogDir, Logger: logger}, token, st
+}
+
+// Serve serves h on 127.0.0.1 until the test ends, then shuts srv down,
+// and returns its URL.
+func Serve(t *testing.T, srv *api.Server, h http.Handler) string {
+	t.Helper()
+	hs := httptest.NewServer(h)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		hs.Close()
+	})
+	return hs.URL
 }
