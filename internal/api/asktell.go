@@ -15,9 +15,11 @@ import (
 	"github.com/hpsearch/hpsearch/internal/spec"
 )
 
-// askTellStudy reads an ask/tell study under its lock, which the caller
-// must release with the returned function.
-func (s *Server) askTellStudy(ctx context.Context, idOrName string) (*hptype.Study, *spec.Spec, func(), error) {
+// lockedStudy reads a study under its lock, taken once the study is known
+// and then read again, so that what it returns is current; the caller
+// releases the lock with the returned function. On an error nothing is
+// held.
+func (s *Server) lockedStudy(ctx context.Context, idOrName string) (*hptype.Study, *spec.Spec, func(), error) {
 	st, _, err := s.loadStudy(ctx, idOrName)
 	if err != nil {
 		return nil, nil, nil, err
@@ -25,14 +27,25 @@ func (s *Server) askTellStudy(ctx context.Context, idOrName string) (*hptype.Stu
 	lock := s.studyLock(st.ID)
 	lock.Lock()
 	st, sp, err := s.loadStudy(ctx, st.ID)
-	if err == nil && modeOf(sp) != client.ModeAskTell {
-		err = errorf(http.StatusConflict, client.CodeWrongMode, "study %q runs its own trainer; ask and tell are for studies created with mode=ask_tell", st.Name)
-	}
 	if err != nil {
 		lock.Unlock()
 		return nil, nil, nil, err
 	}
 	return st, sp, lock.Unlock, nil
+}
+
+// askTellStudy reads an ask/tell study under its lock, which the caller
+// must release with the returned function.
+func (s *Server) askTellStudy(ctx context.Context, idOrName string) (*hptype.Study, *spec.Spec, func(), error) {
+	st, sp, unlock, err := s.lockedStudy(ctx, idOrName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if modeOf(sp) != client.ModeAskTell {
+		unlock()
+		return nil, nil, nil, errorf(http.StatusConflict, client.CodeWrongMode, "study %q runs its own trainer; ask and tell are for studies created with mode=ask_tell", st.Name)
+	}
+	return st, sp, unlock, nil
 }
 
 // ask samples the next trial of an ask/tell study with the study's sampler

@@ -128,17 +128,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, sp, err := s.loadStudy(r.Context(), r.PathValue("study"))
-	if err != nil {
-		return err
-	}
 	// Changes of a study's state are published under its lock, so that a
 	// study seen not live here has published its study_finished event.
-	lock := s.studyLock(st.ID)
-	lock.Lock()
-	st, sp, err = s.loadStudy(r.Context(), st.ID)
+	st, sp, unlock, err := s.lockedStudy(r.Context(), r.PathValue("study"))
 	if err != nil {
-		lock.Unlock()
 		return err
 	}
 	// Liveness first: a run publishes its study_finished event before it
@@ -146,7 +139,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	live := s.live(st, modeOf(sp))
 	log := s.eventLog(st.ID)
 	events, missed, changed := log.after(lastID, s.idBase)
-	lock.Unlock()
+	unlock()
 	if len(events) == 0 && !missed && !live {
 		w.WriteHeader(http.StatusNoContent)
 		return nil

@@ -265,18 +265,12 @@ func (s *Server) await(ctx context.Context, r *run) {
 // checkpoint and recorded as interrupted, and it is recorded stopped.
 func (s *Server) stopStudy(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	st, sp, err := s.loadStudy(ctx, r.PathValue("study"))
+	st, sp, unlock, err := s.lockedStudy(ctx, r.PathValue("study"))
 	if err != nil {
 		return err
 	}
-	lock := s.studyLock(st.ID)
-	lock.Lock()
-	if st, sp, err = s.loadStudy(ctx, st.ID); err != nil {
-		lock.Unlock()
-		return err
-	}
 	if modeOf(sp) == client.ModeAskTell {
-		defer lock.Unlock()
+		defer unlock()
 		if st.State != hptype.StudyRunning {
 			return errorf(http.StatusConflict, client.CodeNotRunning, "study %q is not running (it is %s)", st.Name, st.State)
 		}
@@ -291,11 +285,11 @@ func (s *Server) stopStudy(w http.ResponseWriter, r *http.Request) error {
 	}
 	rn := s.active(st.ID)
 	if rn == nil {
-		lock.Unlock()
+		unlock()
 		return errorf(http.StatusConflict, client.CodeNotRunning, "study %q is not running (it is %s); POST /v1/studies/%s/resume runs it", st.Name, st.State, st.Name)
 	}
 	rn.cancel(errStopped)
-	lock.Unlock()
+	unlock()
 	return s.afterStop(w, r, rn, st.ID)
 }
 
@@ -317,33 +311,28 @@ func (s *Server) afterStop(w http.ResponseWriter, r *http.Request, rn *run, id s
 // cancelStudy stops a study for good.
 func (s *Server) cancelStudy(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	st, sp, err := s.loadStudy(ctx, r.PathValue("study"))
+	st, sp, unlock, err := s.lockedStudy(ctx, r.PathValue("study"))
 	if err != nil {
-		return err
-	}
-	lock := s.studyLock(st.ID)
-	lock.Lock()
-	if st, sp, err = s.loadStudy(ctx, st.ID); err != nil {
-		lock.Unlock()
 		return err
 	}
 	switch st.State {
 	case hptype.StudyCancelled:
-		lock.Unlock()
+		unlock()
 		return s.writeStudy(w, r, http.StatusOK, st, sp)
 	case hptype.StudyCompleted, hptype.StudyFailed:
-		lock.Unlock()
+		unlock()
 		return errorf(http.StatusConflict, client.CodeFinished, "study %q has finished (%s); there is nothing to cancel", st.Name, st.State)
 	}
 	if rn := s.active(st.ID); rn != nil {
 		rn.cancelled.Store(true)
 		rn.cancel(errCancelled)
-		lock.Unlock()
+		unlock()
 		s.await(ctx, rn)
 		select {
 		case <-rn.done:
 			// Recorded cancelled, unless the run ended on its own first:
 			// then it is cancelled here if it can be.
+			lock := s.studyLock(st.ID)
 			lock.Lock()
 			defer lock.Unlock()
 			return s.cancelIdle(w, r, st.ID)
@@ -351,7 +340,7 @@ func (s *Server) cancelStudy(w http.ResponseWriter, r *http.Request) error {
 			return s.afterStop(w, r, rn, st.ID)
 		}
 	}
-	defer lock.Unlock()
+	defer unlock()
 	return s.cancelIdle(w, r, st.ID)
 }
 
@@ -400,17 +389,11 @@ func (s *Server) resumeStudy(w http.ResponseWriter, r *http.Request) error {
 	if s.shuttingDown() {
 		return errShuttingDown()
 	}
-	st, _, err := s.loadStudy(ctx, r.PathValue("study"))
+	st, sp, unlock, err := s.lockedStudy(ctx, r.PathValue("study"))
 	if err != nil {
 		return err
 	}
-	lock := s.studyLock(st.ID)
-	lock.Lock()
-	defer lock.Unlock()
-	st, sp, err := s.loadStudy(ctx, st.ID)
-	if err != nil {
-		return err
-	}
+	defer unlock()
 	if st.State == hptype.StudyCancelled {
 		return errorf(http.StatusConflict, client.CodeCancelled, "study %q was cancelled and does not resume; create a study with another name", st.Name)
 	}
