@@ -15,42 +15,18 @@ table, in the layout of `hpsearch bench`.
 """
 import argparse
 import math
+import os
 import statistics
+import sys
 
 import optuna
 
+# The problems as examples/bench/objective.py defines them; internal/bench's
+# tests check that file against the Go definitions.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "bench"))
+from objective import ackley, branin, hartmann6, rosenbrock  # noqa: E402
+
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-def branin(x):
-    a, b, c = 1.0, 5.1 / (4 * math.pi ** 2), 5 / math.pi
-    r, s, t = 6.0, 10.0, 1 / (8 * math.pi)
-    return a * (x[1] - b * x[0] ** 2 + c * x[0] - r) ** 2 + s * (1 - t) * math.cos(x[0]) + s
-
-
-H_ALPHA = [1.0, 1.2, 3.0, 3.2]
-H_A = [[10, 3, 17, 3.5, 1.7, 8], [0.05, 10, 17, 0.1, 8, 14], [3, 3.5, 1.7, 10, 17, 8], [17, 8, 0.05, 10, 0.1, 14]]
-H_P = [[1312, 1696, 5569, 124, 8283, 5886], [2329, 4135, 8307, 3736, 1004, 9991],
-       [2348, 1451, 3522, 2883, 3047, 6650], [4047, 8828, 8732, 5743, 1091, 381]]
-
-
-def hartmann6(x):
-    total = 0.0
-    for i in range(4):
-        inner = sum(H_A[i][j] * (x[j] - H_P[i][j] * 1e-4) ** 2 for j in range(6))
-        total -= H_ALPHA[i] * math.exp(-inner)
-    return total
-
-
-def rosenbrock(x):
-    return sum(100 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2 for i in range(len(x) - 1))
-
-
-def ackley(x):
-    d = len(x)
-    s1 = sum(v * v for v in x) / d
-    s2 = sum(math.cos(2 * math.pi * v) for v in x) / d
-    return -20 * math.exp(-0.2 * math.sqrt(s1)) - math.exp(s2) + 20 + math.e
 
 
 PROBLEMS = [
